@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The test command (README): lint, then every test tier.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ruff check .
+python -m pytest tests -q

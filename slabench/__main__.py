@@ -1,0 +1,5 @@
+import sys
+
+from slabench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,129 @@
+"""`RequestRecord`: the one record every measured request becomes (DESIGN.md, "The one record").
+
+Raw timestamps only (monotonic `time.perf_counter()` seconds, plus one wall-clock anchor); every metric is derived in
+`slabench.metrics`. Records are frozen and versioned; the schema only gains fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class Outcome(enum.StrEnum):
+    OK = "ok"
+    ERROR = "error"  # the request failed (transport, HTTP status, protocol)
+    INCOMPLETE = "incomplete"  # a stream that started but did not finish properly (cut, no usage)
+    DROPPED = "dropped"  # never completed for a reason on our side: cancelled at stop, lost with a worker, not sent
+
+
+class ErrorCategory(enum.StrEnum):
+    CONNECT = "connect"  # refused, DNS, TLS handshake
+    TIMEOUT = "timeout"  # no first byte in time, or the whole request over its limit
+    STALL = "stall"  # the stream went silent mid-way for longer than the stall timeout
+    HTTP_4XX = "http_4xx"
+    HTTP_5XX = "http_5xx"
+    STREAM_CUT = "stream_cut"  # connection ended before [DONE]
+    BAD_JSON = "bad_json"  # a data event that is not valid JSON
+    NOT_OPENAI = "not_openai"  # 2xx but not an OpenAI-style SSE stream (wrong content type, wrong shape)
+    STREAM_ERROR = "stream_error"  # the server sent an error event inside the stream
+    NO_USAGE = "no_usage"  # stream finished without a usage chunk; token counts are estimates
+    CANCELLED = "cancelled"  # the user was stopped while the request was in flight
+    LOST_WITH_WORKER = "lost_with_worker"
+    NOT_SENT = "not_sent"
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """Where in a load shape a request was issued."""
+
+    level: int | None = None  # concurrency, or rate ×1000 for rate shapes — see the shape
+    repeat: int | None = None
+    phase: str | None = None  # "warmup" | "hold" | "cooldown" | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    # identity
+    run_id: str
+    request_id: str
+    worker_id: str = "local"
+    user_id: str = ""
+    account: str | None = None
+    item_id: str | None = None
+    stage_level: int | None = None
+    stage_repeat: int | None = None
+    stage_phase: str | None = None
+    endpoint: str = "chat"  # "chat" | "completions"
+    model: str = ""
+    # times: monotonic seconds (perf_counter), comparable within one host; wall_sent anchors them to UTC epoch
+    wall_sent: float | None = None
+    scheduled: float | None = None  # open loop: when the shape wanted it sent
+    sent: float | None = None
+    first_byte: float | None = None  # response headers arrived
+    first_token: float | None = None  # first non-empty content or reasoning_content delta
+    last_token: float | None = None
+    end: float | None = None
+    chunk_times: tuple[float, ...] = ()  # arrival of every content chunk (the first equals first_token)
+    chunk_tokens: tuple[int, ...] | None = None  # tokens in each content chunk, when the server says
+    # tokens
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    token_source: str | None = None  # "server" (usage) | "estimate"
+    max_tokens: int | None = None
+    finish_reason: str | None = None
+    # outcome
+    outcome: Outcome = Outcome.OK
+    error_category: ErrorCategory | None = None
+    http_status: int | None = None
+    error_message: str | None = None
+    # quality (workload-specific; None when not graded)
+    quality_task: str | None = None
+    parse_ok: bool | None = None
+    items_expected: int | None = None
+    items_correct: int | None = None
+    item_accuracy: float | None = None
+    autofail_tp: int | None = None
+    autofail_fp: int | None = None
+    autofail_fn: int | None = None
+    pass_agree: bool | None = None
+    score_abs_error: float | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def stage(self) -> Stage:
+        return Stage(self.stage_level, self.stage_repeat, self.stage_phase)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in _FIELDS}
+        d["chunk_times"] = list(self.chunk_times)
+        if self.chunk_tokens is not None:
+            d["chunk_tokens"] = list(self.chunk_tokens)
+        d["outcome"] = str(self.outcome)
+        if self.error_category is not None:
+            d["error_category"] = str(self.error_category)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
+        """Inverse of to_dict. Unknown keys (from a newer schema) are ignored, missing ones take defaults."""
+        kw = {k: v for k, v in d.items() if k in _FIELD_NAMES}
+        kw["chunk_times"] = tuple(kw.get("chunk_times") or ())
+        if kw.get("chunk_tokens") is not None:
+            kw["chunk_tokens"] = tuple(int(x) for x in kw["chunk_tokens"])
+        kw["outcome"] = Outcome(kw.get("outcome", "ok"))
+        if kw.get("error_category") is not None:
+            kw["error_category"] = ErrorCategory(kw["error_category"])
+        return cls(**kw)
+
+    def replace(self, **changes: Any) -> RequestRecord:
+        return dataclasses.replace(self, **changes)
+
+
+_FIELDS = dataclasses.fields(RequestRecord)
+_FIELD_NAMES = frozenset(f.name for f in _FIELDS)

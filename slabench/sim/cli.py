@@ -1,0 +1,77 @@
+"""`slabench simulate`: serve the embedded simulator on a port."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+
+from slabench.errors import UserError
+
+
+def add_sim_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """Simulator knobs; `prefix` lets the Locust plugin offer the same ones as --sim-*."""
+    p.add_argument(f"--{prefix}model", default="slabench-sim", help="served model name")
+    p.add_argument(f"--{prefix}ttft", type=float, default=0.1, help="seconds to the first token (fixed-latency engine)")
+    p.add_argument(f"--{prefix}itl", type=float, default=0.01, help="seconds between tokens (fixed-latency engine)")
+    p.add_argument(f"--{prefix}jitter", type=float, default=0.0, help="± fraction of random jitter on TTFT and ITL")
+    p.add_argument(f"--{prefix}output-tokens", type=int, default=128, help="tokens the model says before EOS")
+    p.add_argument(f"--{prefix}stream-interval", type=int, default=1, help="tokens coalesced per chunk, like vLLM's")
+    p.add_argument(f"--{prefix}seed", type=int, default=0)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="serve the embedded OpenAI-compatible simulator")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
+    add_sim_options(p)
+    p.add_argument("--api-key-env", default=None, help="require the API key held in this environment variable")
+    p.add_argument("--load-time", type=float, default=0.0, help="/health answers 503 for this many seconds")
+    p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
+    p.set_defaults(func=run)
+
+
+def sim_args_to_argv(values: dict, prefix: str = "") -> list[str]:
+    """Inverse of add_sim_options for starting a simulator subprocess."""
+    argv = []
+    for key in ("model", "ttft", "itl", "jitter", "output_tokens", "stream_interval", "seed"):
+        argv += [f"--{key.replace('_', '-')}", str(values[f"{prefix}{key}"])]
+    return argv
+
+
+def run(args: argparse.Namespace) -> int:
+    from gevent import monkey
+
+    monkey.patch_all()
+    import gevent
+
+    from slabench.sim.engine import FixedLatencyEngine
+    from slabench.sim.server import SimConfig, SimServer, watch_parent
+
+    for name in ("ttft", "itl", "jitter"):
+        if getattr(args, name) < 0:
+            raise UserError(f"--{name} must be ≥ 0 (got {getattr(args, name)})")
+    if args.output_tokens < 1 or args.stream_interval < 1:
+        raise UserError("--output-tokens and --stream-interval must be ≥ 1")
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise UserError(f"--api-key-env {args.api_key_env}: that environment variable is empty or unset")
+    engine = FixedLatencyEngine(
+        ttft=args.ttft, itl=args.itl, jitter=args.jitter, seed=args.seed, stream_interval=args.stream_interval
+    )
+    config = SimConfig(
+        model=args.model, output_tokens=args.output_tokens, api_key=api_key, load_time=args.load_time, seed=args.seed
+    )
+    try:
+        server = SimServer(engine, config, host=args.host, port=args.port).start()
+    except OSError as e:
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {e.strerror}") from None
+    print(f"slabench simulator listening on http://{args.host}:{server.port}", flush=True)
+    if args.parent_pid:
+        gevent.spawn(watch_parent, args.parent_pid)
+    with contextlib.suppress(KeyboardInterrupt):
+        gevent.wait()
+    server.stop()
+    return 0

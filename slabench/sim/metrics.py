@@ -1,0 +1,102 @@
+"""The simulator's `/metrics`, with vLLM V1's metric names so the harness scrapes it like a real server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_LATENCY_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+_GAUGES = {
+    "num_requests_running": "Number of requests in model execution batches.",
+    "num_requests_waiting": "Number of requests waiting to be processed.",
+    "kv_cache_usage_perc": "KV-cache usage. 1 means 100 percent usage.",
+}
+
+
+class SimMetrics:
+    """One registry per server (no process globals)."""
+
+    def __init__(self, model: str = "slabench-sim") -> None:
+        self.registry = CollectorRegistry()
+        r, labels = self.registry, ["model_name"]
+        self._model = model
+        self.gauges = {k: Gauge(f"vllm:{k}", doc, labels, registry=r) for k, doc in _GAUGES.items()}
+        self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=r)
+        self.generation_tokens = Counter(
+            "vllm:generation_tokens", "Number of generation tokens processed.", labels, registry=r
+        )
+        self.success = Counter(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            [*labels, "finished_reason"],
+            registry=r,
+        )
+        self.preemptions = Counter("vllm:num_preemptions", "Cumulative number of preemptions.", labels, registry=r)
+        self.ttft = Histogram(
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.e2e = Histogram(
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self._preempted_seen = 0.0
+
+    def set_gauges(self, stats: dict[str, float]) -> None:
+        for k, g in self.gauges.items():
+            if k in stats:
+                g.labels(self._model).set(stats[k])
+        total = stats.get("num_preemptions_total")
+        if total is not None and total > self._preempted_seen:
+            self.preemptions.labels(self._model).inc(total - self._preempted_seen)
+            self._preempted_seen = total
+
+    def observe_token(self, call: Any, now: float, start: float, last: float | None) -> None:
+        if last is None:
+            self.ttft.labels(self._model).observe(now - start)
+        else:
+            self.itl.labels(self._model).observe(now - last)
+
+    def observe_finished(self, call: Any, e2e: float) -> None:
+        m = self._model
+        self.e2e.labels(m).observe(e2e)
+        self.prompt_tokens.labels(m).inc(call.req.prompt_tokens)
+        self.generation_tokens.labels(m).inc(call.completion)
+        self.success.labels(m, call.finish_reason or "stop").inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

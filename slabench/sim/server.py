@@ -1,0 +1,405 @@
+"""The embedded simulator: an OpenAI-compatible HTTP server in front of an `Engine`.
+
+gevent StreamServer + h11 (the HTTP/1.1 state machine): one greenlet per connection, one greenlet that runs the
+engine's step loop and hands each `Emission` to the waiting stream. Routes: POST /v1/chat/completions and
+/v1/completions (streaming or not), GET /v1/models, /health, /metrics (vLLM's metric names).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+import gevent.event
+import gevent.queue
+import gevent.server
+import h11
+
+from slabench.sim.engine import Emission, Engine, SimRequest
+from slabench.sim.metrics import SimMetrics
+from slabench.tokens import estimate_tokens
+
+_WORDS = (
+    "the",
+    "customer",
+    "called",
+    "about",
+    "an",
+    "order",
+    "that",
+    "arrived",
+    "late",
+    "and",
+    "the",
+    "agent",
+    "checked",
+    "the",
+    "status",
+    "offered",
+    "a",
+    "refund",
+    "explained",
+    "the",
+    "return",
+    "policy",
+    "and",
+    "confirmed",
+    "the",
+    "shipping",
+    "address",
+    "before",
+    "closing",
+    "the",
+    "call",
+    "politely",
+)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    model: str = "slabench-sim"
+    output_tokens: int = 128  # what the "model" wants to say before EOS (capped by max_tokens)
+    output_jitter: float = 0.0  # ± fraction on output_tokens
+    max_model_len: int = 32768
+    api_key: str | None = None  # when set, requests must carry "Authorization: Bearer <key>"
+    load_time: float = 0.0  # /health answers 503 for this long after start (model loading)
+    seed: int = 0
+
+
+class SimServer:
+    def __init__(self, engine: Engine, config: SimConfig = SimConfig(), host: str = "127.0.0.1", port: int = 0):
+        self.engine = engine
+        self.config = config
+        self.metrics = SimMetrics()
+        self._rng = random.Random(config.seed)
+        self._streams: dict[str, gevent.queue.Queue] = {}
+        self._wake = gevent.event.Event()
+        self._started = time.perf_counter()
+        self._server = gevent.server.StreamServer((host, port), self._handle, backlog=2048)
+        self._loop: gevent.Greenlet | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def start(self) -> SimServer:
+        self._server.start()
+        self._loop = gevent.spawn(self._engine_loop)
+        return self
+
+    def stop(self) -> None:
+        self._server.stop(timeout=1)
+        if self._loop is not None:
+            self._loop.kill()
+
+    def serve_forever(self) -> None:
+        self.start()
+        self._server.serve_forever()
+
+    @property
+    def port(self) -> int:
+        return self._server.server_port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- engine loop -----------------------------------------------------------------------------------------
+    def _engine_loop(self) -> None:
+        engine, streams, wake = self.engine, self._streams, self._wake
+        while True:
+            due = engine.next_event_time()
+            if due is None:
+                wake.wait()
+            else:
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    wake.wait(delay)
+            wake.clear()
+            now = time.perf_counter()
+            for em in engine.step(now).emissions:
+                q = streams.get(em.request_id)
+                if q is not None:
+                    q.put(em)
+            self.metrics.set_gauges(engine.stats())
+
+    def _submit(self, req: SimRequest) -> gevent.queue.Queue:
+        q: gevent.queue.Queue = gevent.queue.Queue()
+        self._streams[req.request_id] = q
+        self.engine.add(req, time.perf_counter())
+        self._wake.set()
+        return q
+
+    def _release(self, request_id: str, finished: bool) -> None:
+        self._streams.pop(request_id, None)
+        if not finished:
+            self.engine.abort(request_id, time.perf_counter())
+
+    # -- HTTP ------------------------------------------------------------------------------------------------
+    def _handle(self, sock: Any, addr: Any) -> None:
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                request, body = self._read_request(sock, conn)
+                if request is None:
+                    return
+                self._route(sock, conn, request, body)
+                if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+                    return
+                conn.start_next_cycle()
+        except (OSError, h11.ProtocolError):
+            return
+        finally:
+            sock.close()
+
+    @staticmethod
+    def _read_request(sock: Any, conn: h11.Connection) -> tuple[h11.Request | None, bytes]:
+        request, body = None, bytearray()
+        while True:
+            ev = conn.next_event()
+            if ev is h11.NEED_DATA:
+                data = sock.recv(65536)
+                conn.receive_data(data)
+                if not data and request is None:
+                    return None, b""
+            elif isinstance(ev, h11.Request):
+                request = ev
+            elif isinstance(ev, h11.Data):
+                body += ev.data
+            elif isinstance(ev, h11.EndOfMessage):
+                return request, bytes(body)
+            elif isinstance(ev, h11.ConnectionClosed):
+                return None, b""
+
+    def _route(self, sock: Any, conn: h11.Connection, req: h11.Request, body: bytes) -> None:
+        method, path = req.method.decode(), req.target.decode().split("?")[0]
+        if method == "GET" and path == "/health":
+            ready = time.perf_counter() - self._started >= self.config.load_time
+            return _send_json(sock, conn, 200 if ready else 503, {} if ready else {"status": "loading"})
+        if method == "GET" and path == "/v1/models":
+            return _send_json(sock, conn, 200, self._models())
+        if method == "GET" and path == "/metrics":
+            data = self.metrics.render()
+            return _send(sock, conn, 200, data, "text/plain; version=0.0.4; charset=utf-8")
+        if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
+            return self._completion(sock, conn, req, body, chat=path.endswith("chat/completions"))
+        return _send_json(sock, conn, 404, _error(f"no route for {method} {path}", "NotFoundError", 404))
+
+    def _models(self) -> dict:
+        c = self.config
+        card = {"id": c.model, "object": "model", "owned_by": "slabench", "max_model_len": c.max_model_len}
+        return {"object": "list", "data": [card]}
+
+    def _completion(self, sock: Any, conn: h11.Connection, req: h11.Request, body: bytes, chat: bool) -> None:
+        c = self.config
+        if c.api_key is not None:
+            auth = dict(req.headers).get(b"authorization", b"").decode()
+            if auth != f"Bearer {c.api_key}":
+                return _send_json(sock, conn, 401, _error("Unauthorized", "AuthenticationError", 401))
+        try:
+            params = json.loads(body)
+            if not isinstance(params, dict):
+                raise ValueError("body is not a JSON object")
+            prompt_text = _prompt_text(params, chat)
+        except (ValueError, TypeError, KeyError) as e:
+            return _send_json(sock, conn, 400, _error(f"invalid request: {e}", "BadRequestError", 400))
+        if params.get("model") != c.model:
+            msg = f"The model `{params.get('model')}` does not exist."
+            return _send_json(sock, conn, 404, _error(msg, "NotFoundError", 404))
+        prompt_tokens = estimate_tokens(prompt_text)
+        max_tokens = int(params.get("max_completion_tokens") or params.get("max_tokens") or 16)
+        if prompt_tokens + max_tokens > c.max_model_len:
+            msg = (
+                f"This model's maximum context length is {c.max_model_len} tokens. However, you requested "
+                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
+                f"{max_tokens} in the completion)."
+            )
+            return _send_json(sock, conn, 400, _error(msg, "BadRequestError", 400))
+        target = c.output_tokens
+        if c.output_jitter:
+            target = max(1, round(target * (1 + self._rng.uniform(-c.output_jitter, c.output_jitter))))
+        sim = SimRequest(
+            request_id=uuid.uuid4().hex,
+            prompt_tokens=prompt_tokens,
+            max_tokens=max_tokens,
+            target_tokens=target,
+            ignore_eos=bool(params.get("ignore_eos", False)),
+        )
+        stream = bool(params.get("stream", False))
+        opts = params.get("stream_options") or {}
+        call = _Call(sim, chat, c.model, bool(opts.get("include_usage")), bool(opts.get("continuous_usage_stats")))
+        if stream:
+            self._stream(sock, conn, call)
+        else:
+            self._unary(sock, conn, call)
+
+    def _run(self, call: _Call):
+        """Yield emissions for one request until it finishes; abort it in the engine if the caller goes away."""
+        start = time.perf_counter()
+        q = self._submit(call.req)
+        finished = False
+        last = None
+        try:
+            while not finished:
+                em: Emission = q.get()
+                now = time.perf_counter()
+                self.metrics.observe_token(call, now, start, last)
+                last = now
+                finished = em.finished
+                yield em
+            self.metrics.observe_finished(call, time.perf_counter() - start)
+        finally:
+            self._release(call.req.request_id, finished)
+
+    def _stream(self, sock: Any, conn: h11.Connection, call: _Call) -> None:
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        sock.sendall(conn.send(h11.Response(status_code=200, headers=headers)))
+        for em in self._run(call):
+            sock.sendall(conn.send(h11.Data(data=call.chunk_events(em))))
+        sock.sendall(conn.send(h11.Data(data=call.final_events())))
+        sock.sendall(conn.send(h11.EndOfMessage()))
+
+    def _unary(self, sock: Any, conn: h11.Connection, call: _Call) -> None:
+        for em in self._run(call):
+            call.account(em)
+        _send_json(sock, conn, 200, call.unary_body())
+
+
+class _Call:
+    """One completion's wire format: turns emissions into OpenAI-shaped chunks."""
+
+    __slots__ = (
+        "chat",
+        "completion",
+        "continuous",
+        "created",
+        "finish_reason",
+        "id",
+        "include_usage",
+        "model",
+        "req",
+        "texts",
+    )
+
+    def __init__(self, req: SimRequest, chat: bool, model: str, include_usage: bool, continuous: bool):
+        self.req, self.chat, self.model = req, chat, model
+        self.include_usage, self.continuous = include_usage, continuous
+        self.id = ("chatcmpl-" if chat else "cmpl-") + req.request_id
+        self.created = int(time.time())
+        self.completion = 0
+        self.finish_reason: str | None = None
+        self.texts: list[str] = []
+
+    def account(self, em: Emission) -> str:
+        n = self.completion
+        text = "".join(" " + _WORDS[(n + i) % len(_WORDS)] for i in range(em.tokens))
+        self.completion += em.tokens
+        self.texts.append(text)
+        if em.finished:
+            self.finish_reason = em.finish_reason or "stop"
+        return text
+
+    def usage(self) -> dict:
+        return {
+            "prompt_tokens": self.req.prompt_tokens,
+            "completion_tokens": self.completion,
+            "total_tokens": self.req.prompt_tokens + self.completion,
+        }
+
+    def _chunk(self, choice: dict, usage: dict | None = None) -> bytes:
+        obj: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk" if self.chat else "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice] if choice else [],
+        }
+        if usage is not None:
+            obj["usage"] = usage
+        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+    def chunk_events(self, em: Emission) -> bytes:
+        first = self.completion == 0
+        text = self.account(em)
+        usage = self.usage() if self.continuous else None
+        if self.chat:
+            out = b""
+            if first:  # vLLM opens with a role-only delta: not a token
+                role = {
+                    "index": 0,
+                    "delta": {"role": "assistant", "content": ""},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+                out = self._chunk(role, {**self.usage(), "completion_tokens": 0} if self.continuous else None)
+            choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": self.finish_reason}
+            return out + self._chunk(choice, usage)
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": self.finish_reason}
+        return self._chunk(choice, usage)
+
+    def final_events(self) -> bytes:
+        out = self._chunk({}, self.usage()) if self.include_usage else b""
+        return out + b"data: [DONE]\n\n"
+
+    def unary_body(self) -> dict:
+        text = "".join(self.texts)
+        if self.chat:
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": self.finish_reason,
+            }
+        else:
+            choice = {"index": 0, "text": text, "finish_reason": self.finish_reason}
+        return {
+            "id": self.id,
+            "object": "chat.completion" if self.chat else "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": self.usage(),
+        }
+
+
+def _prompt_text(params: dict, chat: bool) -> str:
+    if chat:
+        messages = params["messages"]
+        if not isinstance(messages, list) or not messages:
+            raise ValueError("`messages` must be a non-empty list")
+        parts = []
+        for m in messages:
+            content = m.get("content", "")
+            if isinstance(content, list):  # content parts
+                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            parts.append(str(content))
+        return "\n".join(parts)
+    prompt = params["prompt"]
+    return prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
+
+
+def _error(message: str, kind: str, code: int) -> dict:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def _send_json(sock: Any, conn: h11.Connection, status: int, obj: Any) -> None:
+    _send(sock, conn, status, json.dumps(obj).encode(), "application/json")
+
+
+def _send(sock: Any, conn: h11.Connection, status: int, data: bytes, ctype: str) -> None:
+    headers = [(b"content-type", ctype.encode()), (b"content-length", str(len(data)).encode())]
+    sock.sendall(
+        conn.send(h11.Response(status_code=status, headers=headers))
+        + conn.send(h11.Data(data=data))
+        + conn.send(h11.EndOfMessage())
+    )
+
+
+def watch_parent(pid: int, interval: float = 1.0) -> None:
+    """Exit when the process that started us is gone (a killed Locust must not leave a simulator behind)."""
+    while True:
+        gevent.sleep(interval)
+        if os.getppid() != pid:
+            os._exit(0)

@@ -1,0 +1,150 @@
+"""Record sinks: JSON Lines and Parquet, one per run, flushed at least once a second so a killed run loses at most
+the last second. And the matching readers.
+
+Parquet needs a footer before it can be read, so a Parquet "file" here is a directory of parts (`part-00000.parquet`,
+...): each flush writes one small part atomically (temp name + rename); `close()` compacts them into one part. Any
+Parquet reader (pandas, pyarrow.dataset, DuckDB) reads the directory as one table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from slabench.errors import UserError
+from slabench.record import _FIELDS, RequestRecord
+
+FLUSH_INTERVAL_S = 1.0
+
+
+class RecordSink(Protocol):
+    path: Path
+    count: int
+
+    def write(self, records: Iterable[RequestRecord]) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class JsonlSink:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = self.path.open("a", encoding="utf-8")
+        self._last_flush = time.monotonic()
+        self.count = 0
+
+    def write(self, records: Iterable[RequestRecord]) -> None:
+        for r in records:
+            self._f.write(json.dumps(r.to_dict(), separators=(",", ":")) + "\n")
+            self.count += 1
+        if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
+            self.flush()
+
+    def flush(self) -> None:
+        self._f.flush()
+        self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
+
+
+def _arrow_type(annotation: str) -> pa.DataType:
+    base = annotation.replace(" | None", "").strip()
+    return {
+        "str": pa.string(),
+        "int": pa.int64(),
+        "float": pa.float64(),
+        "bool": pa.bool_(),
+        "Outcome": pa.string(),
+        "ErrorCategory": pa.string(),
+        "tuple[float, ...]": pa.list_(pa.float64()),
+        "tuple[int, ...]": pa.list_(pa.int64()),
+    }[base]
+
+
+ARROW_SCHEMA = pa.schema([pa.field(f.name, _arrow_type(str(f.type))) for f in _FIELDS])
+
+
+class ParquetSink:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._buffer: list[dict] = []
+        self._next_part = len(list(self.path.glob("part-*.parquet")))
+        self._last_flush = time.monotonic()
+        self.count = 0
+
+    def write(self, records: Iterable[RequestRecord]) -> None:
+        for r in records:
+            self._buffer.append(r.to_dict())
+            self.count += 1
+        if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
+            self.flush()
+
+    def _write_part(self, table: pa.Table) -> None:
+        final = self.path / f"part-{self._next_part:05d}.parquet"
+        tmp = final.with_suffix(".tmp")
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)
+        self._next_part += 1
+
+    def flush(self) -> None:
+        self._last_flush = time.monotonic()
+        if self._buffer:
+            self._write_part(pa.Table.from_pylist(self._buffer, schema=ARROW_SCHEMA))
+            self._buffer = []
+
+    def close(self) -> None:
+        self.flush()
+        parts = sorted(self.path.glob("part-*.parquet"))
+        if len(parts) > 1:  # compact: one part is kinder to readers; write it before removing the small ones
+            table = pa.concat_tables(pq.read_table(p, schema=ARROW_SCHEMA) for p in parts)
+            merged = self.path / "merged.tmp"
+            pq.write_table(table, merged)
+            for p in parts:
+                p.unlink()
+            os.replace(merged, self.path / "part-00000.parquet")
+            self._next_part = 1
+
+
+def open_sink(path: str | Path) -> RecordSink:
+    p = Path(path)
+    if p.suffix == ".parquet":
+        return ParquetSink(p)
+    if p.suffix in (".jsonl", ".ndjson"):
+        return JsonlSink(p)
+    raise UserError(f"--records {p}: use a .jsonl or .parquet path")
+
+
+def read_records(path: str | Path) -> list[RequestRecord]:
+    """Read records from a .jsonl file or a .parquet file/directory. A JSONL file cut mid-line by a killed run
+    loses only that last partial line; any other bad line is an error naming the line."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such records file")
+    if p.suffix == ".parquet":
+        rows = pq.read_table(p, schema=ARROW_SCHEMA).to_pylist()
+        return [RequestRecord.from_dict(r) for r in rows]
+    out = []
+    lines = p.read_text(encoding="utf-8").split("\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(RequestRecord.from_dict(json.loads(line)))
+        except (ValueError, TypeError, KeyError) as e:
+            if n == len(lines):  # trailing partial line without newline: the run was killed mid-write
+                break
+            raise UserError(f"{p}:{n}: not a valid record ({e}); was the file edited by hand?") from None
+    return out

@@ -1,0 +1,64 @@
+"""Shared fixtures: real local servers started as subprocesses on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _start(argv: list[str], first_line_prefix: str = "") -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    line = proc.stdout.readline().strip()
+    if not line.startswith(first_line_prefix) or proc.poll() is not None:
+        proc.kill()
+        raise RuntimeError(f"server did not start: {line!r} {proc.stderr.read()}")
+    return proc, line
+
+
+@pytest.fixture
+def scripted_server(tmp_path: Path) -> Iterator[Callable[[dict], tuple[str, Callable[[], list[dict]]]]]:
+    """Start tests/scripted_sse_server.py with the given scripts; returns (base URL, read_log)."""
+    procs = []
+
+    def start(scripts: dict) -> tuple[str, Callable[[], list[dict]]]:
+        spath, lpath = tmp_path / f"scripts{len(procs)}.json", tmp_path / f"log{len(procs)}.jsonl"
+        spath.write_text(json.dumps(scripts))
+        proc, port = _start([sys.executable, str(ROOT / "tests" / "scripted_sse_server.py"), str(spath), str(lpath)])
+        procs.append(proc)
+
+        def read_log() -> list[dict]:
+            return [json.loads(x) for x in lpath.read_text().splitlines()] if lpath.exists() else []
+
+        return f"http://127.0.0.1:{port}", read_log
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+@pytest.fixture
+def simulator() -> Iterator[Callable[..., str]]:
+    """Start `slabench simulate` (a real subprocess) with knobs as CLI flags; returns its URL."""
+    procs = []
+
+    def start(*flags: str, env: dict | None = None) -> str:
+        argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", *flags]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+        line = proc.stdout.readline().strip()
+        procs.append(proc)
+        if not line.startswith("slabench simulator listening on "):
+            raise RuntimeError(f"simulator did not start: {line!r} {proc.stderr.read()}")
+        return line.rsplit(" ", 1)[-1]
+
+    yield start
+    for p in procs:
+        p.terminate()
+        p.wait(5)

@@ -1,0 +1,78 @@
+import json
+
+import pytest
+
+from slabench.errors import UserError
+from slabench.record import SCHEMA_VERSION, ErrorCategory, Outcome, RequestRecord
+from slabench.sinks import JsonlSink, ParquetSink, open_sink, read_records
+
+
+def sample(n: int) -> list[RequestRecord]:
+    return [
+        RequestRecord(
+            run_id="run",
+            request_id=f"req{i}",
+            sent=float(i),
+            first_token=i + 0.1,
+            chunk_times=(i + 0.1, i + 0.2),
+            chunk_tokens=(1, 2) if i % 2 else None,
+            completion_tokens=3,
+            outcome=Outcome.OK if i % 3 else Outcome.ERROR,
+            error_category=None if i % 3 else ErrorCategory.HTTP_5XX,
+            parse_ok=bool(i % 2) if i > 5 else None,
+        )
+        for i in range(n)
+    ]
+
+
+def test_record_is_versioned_and_round_trips_through_dicts():
+    r = sample(1)[0]
+    d = r.to_dict()
+    assert d["schema_version"] == SCHEMA_VERSION
+    assert json.loads(json.dumps(d)) == d
+    assert RequestRecord.from_dict(d) == r
+    assert RequestRecord.from_dict({**d, "a_field_from_a_newer_schema": 1}) == r
+
+
+@pytest.mark.parametrize("name", ["r.jsonl", "r.parquet"])
+def test_sinks_round_trip(tmp_path, name):
+    recs = sample(20)
+    sink = open_sink(tmp_path / name)
+    sink.write(recs[:7])
+    sink.flush()
+    sink.write(recs[7:])
+    sink.close()
+    assert read_records(tmp_path / name) == recs
+    assert sink.count == 20
+
+
+@pytest.mark.parametrize("cls,name", [(JsonlSink, "r.jsonl"), (ParquetSink, "r.parquet")])
+def test_flushed_records_are_readable_before_close(tmp_path, cls, name):
+    """What a killed run leaves behind: everything up to the last flush."""
+    sink = cls(tmp_path / name)
+    sink.write(sample(5))
+    sink.flush()
+    sink.write(sample(8)[5:])  # not flushed yet
+    assert [r.request_id for r in read_records(tmp_path / name)] == [f"req{i}" for i in range(5)]
+
+
+def test_a_partial_last_line_from_a_killed_run_is_skipped(tmp_path):
+    p = tmp_path / "r.jsonl"
+    lines = [json.dumps(r.to_dict()) for r in sample(3)]
+    p.write_text("\n".join(lines) + "\n" + lines[0][:40])
+    assert len(read_records(p)) == 3
+
+
+def test_a_corrupt_line_names_the_file_and_line(tmp_path):
+    p = tmp_path / "r.jsonl"
+    lines = [json.dumps(r.to_dict()) for r in sample(3)]
+    assert '"outcome": "ok"' in lines[1]
+    lines[1] = lines[1].replace('"outcome": "ok"', '"outcome": "maybe"')
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(UserError, match=r"r\.jsonl:2: not a valid record"):
+        read_records(p)
+
+
+def test_unknown_sink_suffix_is_a_clear_error(tmp_path):
+    with pytest.raises(UserError, match=r"\.jsonl or \.parquet"):
+        open_sink(tmp_path / "r.csv")

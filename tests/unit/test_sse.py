@@ -1,0 +1,63 @@
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slabench.sse import SSEParser
+
+STREAM = (
+    b": keep-alive\r\n\r\n"
+    b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n'
+    b'data: {"choices":[{"delta":{"content":"Hel"}}]}\r\n\r\n'
+    b"event: note\ndata: line one\ndata: line two\n\n"
+    b"data:no-space\r\r"
+    b"data: [DONE]\n\n"
+)
+EXPECTED = [
+    '{"choices":[{"delta":{"role":"assistant","content":""}}]}',
+    '{"choices":[{"delta":{"content":"Hel"}}]}',
+    "line one\nline two",
+    "no-space",
+    "[DONE]",
+]
+
+
+def parse_in_pieces(data: bytes, cuts: list[int]) -> list:
+    p, out, prev = SSEParser(), [], 0
+    for i, cut in enumerate([*sorted(cuts), len(data)]):
+        out += p.feed(data[prev:cut], float(i))
+        prev = cut
+    return out
+
+
+def test_whole_stream():
+    events = SSEParser().feed(STREAM, 1.0)
+    assert [e.data for e in events] == EXPECTED
+    assert events[2].event == "note"
+    assert all(e.time == 1.0 for e in events)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=40))
+def test_splitting_the_byte_stream_anywhere_never_changes_the_events(cuts):
+    assert [(e.data, e.event) for e in parse_in_pieces(STREAM, cuts)] == [(e, "note" if i == 2 else None)
+                                                                        for i, e in enumerate(EXPECTED)]
+
+
+def test_event_is_stamped_by_the_feed_that_completes_it():
+    p = SSEParser()
+    assert p.feed(b'data: {"a"', 1.0) == []
+    assert p.feed(b":1}\n", 2.0) == []
+    assert p.pending
+    (ev,) = p.feed(b"\n", 3.0)
+    assert ev.time == 3.0 and ev.data == '{"a":1}'
+    assert not p.pending
+
+
+def test_comments_are_counted_not_dispatched():
+    p = SSEParser()
+    assert p.feed(b": ping\n\n: ping\n\n", 0.0) == []
+    assert p.comments == 2
+
+
+def test_crlf_split_across_feeds_is_one_line_end():
+    p = SSEParser()
+    out = p.feed(b"data: a\r", 0.0) + p.feed(b"\n\r", 1.0) + p.feed(b"\n", 2.0)
+    assert [(e.data, e.time) for e in out] == [("a", 1.0)]
