@@ -99,6 +99,9 @@ class RecordHub:
         self._model_lock = gevent.lock.Semaphore()
         self._pump: gevent.Greenlet | None = None
         self.simulator: subprocess.Popen | None = None
+        # Set by a load shape: returns the current stage as RecordMeta fields (stage_level, stage_repeat,
+        # stage_phase), so every record says where in the shape it was issued.
+        self.stage_fn: Callable[[], dict[str, Any]] | None = None
         if self.is_worker:
             self.runner.register_message(MSG_RUN, self._on_run)
             self.runner.register_message(MSG_STOP, self._on_stop_request)
@@ -112,7 +115,8 @@ class RecordHub:
         return f"{self.worker_id}/{self._user_seq}"
 
     def meta(self, user_id: str, **kw: Any) -> RecordMeta:
-        return RecordMeta(run_id=self.run_id, worker_id=self.worker_id, user_id=user_id, **kw)
+        stage = self.stage_fn() if self.stage_fn is not None else {}
+        return RecordMeta(run_id=self.run_id, worker_id=self.worker_id, user_id=user_id, **{**stage, **kw})
 
     def target(self, host: str) -> Target:
         o = self.opts

@@ -74,6 +74,8 @@ class SimMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        # Not a vLLM metric: lets tests prove that every request the server saw has exactly one record.
+        self.received = Counter("slabench_sim_requests_received", "Completion requests received.", registry=r)
         self._preempted_seen = 0.0
 
     def set_gauges(self, stats: dict[str, float]) -> None:

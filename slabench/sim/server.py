@@ -195,6 +195,7 @@ class SimServer:
 
     def _completion(self, sock: Any, conn: h11.Connection, req: h11.Request, body: bytes, chat: bool) -> None:
         c = self.config
+        self.metrics.received.inc()
         if c.api_key is not None:
             auth = dict(req.headers).get(b"authorization", b"").decode()
             if auth != f"Bearer {c.api_key}":

@@ -1,0 +1,126 @@
+"""Real Locust runs (the `locust` command, local and distributed) against the simulator."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from slabench.record import ErrorCategory, Outcome
+from slabench.sinks import read_records
+from tests.locust_run import ROOT, run_locust, scrape
+
+LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
+FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "20")
+
+
+def assert_one_record_per_request(records, sim_url):
+    ids = Counter(r.request_id for r in records)
+    assert not [i for i, n in ids.items() if n > 1], "duplicate records"
+    received = scrape(sim_url)["slabench_sim_requests_received_total"]
+    assert len(records) == received
+
+
+@pytest.mark.parametrize("processes", [None, 2], ids=["local", "2-workers"])
+def test_every_request_becomes_exactly_one_record(simulator, tmp_path, processes):
+    url = simulator(*FAST)
+    records_path = tmp_path / "records.jsonl"
+    extra = ["--processes", str(processes)] if processes else []
+    res = run_locust("-f", LOCUSTFILE, "--host", url, "-u", "6", "-r", "6", "-t", "3s", "--stop-timeout", "5",
+                     "--records", str(records_path), "--csv", str(tmp_path / "stats"), "--json-file", str(tmp_path / "stats"),
+                     "--prompt-tokens", "64", *extra)
+    assert res.returncode == 0, res.stderr[-2000:]
+    records = read_records(records_path)
+    assert len(records) > 50
+    assert all(r.outcome is Outcome.OK for r in records)  # --stop-timeout lets in-flight requests finish
+    assert_one_record_per_request(records, url)
+    assert scrape(url)["vllm:request_success_total"] == len(records)
+    assert len({r.run_id for r in records}) == 1
+    workers = {r.worker_id for r in records}
+    assert len(workers) == (processes or 1)
+    assert all(r.prompt_tokens == 64 and r.completion_tokens == 20 and r.token_source == "server" for r in records)
+    # The live view: TTFT/ITL/TPOT/E2E rows in Locust's CSV (written periodically, so it may lag a little) and
+    # its final stats, with one E2E entry per record.
+    with open(tmp_path / "stats_stats.csv") as f:
+        rows = {row["Name"]: row for row in csv.DictReader(f)}
+    assert {"TTFT", "ITL", "TPOT", "E2E"} <= rows.keys()
+    assert 15 <= float(rows["TTFT"]["Median Response Time"]) <= 200
+    final = {e["name"]: e for e in json.loads((tmp_path / "stats.json").read_text())}
+    assert final["E2E"]["num_requests"] == len(records)
+
+
+def test_users_stopped_mid_stream_leave_cancelled_records(simulator, tmp_path):
+    url = simulator("--ttft", "0.05", "--itl", "0.05", "--output-tokens", "200")  # 10 s per request
+    records_path = tmp_path / "records.parquet"
+    res = run_locust("-f", LOCUSTFILE, "--host", url, "-u", "4", "-r", "4", "-t", "2s", "--processes", "2",
+                     "--records", str(records_path))
+    assert res.returncode == 0, res.stderr[-2000:]
+    records = read_records(records_path)
+    assert_one_record_per_request(records, url)
+    assert len(records) == 4
+    assert all((r.outcome, r.error_category) == (Outcome.DROPPED, ErrorCategory.CANCELLED) for r in records)
+    assert all(r.first_token is not None and len(r.chunk_times) > 5 for r in records)  # timings kept
+
+
+def test_no_host_starts_the_embedded_simulator_and_stops_it(tmp_path):
+    records_path = tmp_path / "records.jsonl"
+    res = run_locust("-f", LOCUSTFILE, "-u", "2", "-r", "2", "-t", "2s", "--sim-ttft", "0.01", "--sim-itl", "0.001",
+                     "--records", str(records_path))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "embedded simulator at http://127.0.0.1:" in res.stderr
+    assert len(read_records(records_path)) > 10
+    time.sleep(0.5)
+    ps = subprocess.run(["pgrep", "-f", "slabench simulate --port 0 --parent-pid"], capture_output=True, text=True)
+    leftover = [pid for pid in ps.stdout.split() if int(pid) != os.getpid()]
+    assert not leftover, "the embedded simulator outlived locust"
+
+
+def test_malformed_host_is_one_clear_line(tmp_path):
+    res = run_locust("-f", LOCUSTFILE, "--host", "notaurl", "-u", "1", "-t", "1s",
+                     "--records", str(tmp_path / "r.jsonl"))
+    assert res.returncode == 3
+    assert "expected an http:// or https:// URL" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_unreachable_host_gives_error_records_not_a_traceback(tmp_path):
+    records_path = tmp_path / "r.jsonl"
+    res = run_locust("-f", LOCUSTFILE, "--host", "http://127.0.0.1:9", "-u", "2", "-r", "2", "-t", "2s",
+                     "--records", str(records_path))
+    assert res.returncode == 1  # Locust's "there were failures"
+    assert "Traceback" not in res.stderr
+    assert "cannot list models at http://127.0.0.1:9" in res.stderr
+    records = read_records(records_path)
+    assert records and all(r.error_category is ErrorCategory.CONNECT for r in records)
+    assert len(records) <= 2 * 3  # the backoff keeps a dead host from being hammered
+
+
+def test_wrong_api_key_is_classified(simulator, tmp_path):
+    url = simulator(*FAST, "--api-key-env", "SIM_KEY", env={**os.environ, "SIM_KEY": "right"})
+    records_path = tmp_path / "r.jsonl"
+    res = run_locust("-f", LOCUSTFILE, "--host", url, "-u", "1", "-t", "1s", "--model", "slabench-sim",
+                     "--records", str(records_path), env={**os.environ, "OPENAI_API_KEY": "wrong"})
+    assert "Traceback" not in res.stderr
+    records = read_records(records_path)
+    assert records and all(r.http_status == 401 and "check the API key" in r.error_message for r in records)
+    assert "wrong" not in records_path.read_text()  # the key is never written
+
+
+def test_a_server_that_is_not_openai_compatible(tmp_path):
+    srv = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"], cwd=tmp_path,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        port = srv.stdout.readline().split("port ")[1].split()[0]
+        records_path = tmp_path / "r.jsonl"
+        res = run_locust("-f", LOCUSTFILE, "--host", f"http://127.0.0.1:{port}", "-u", "1", "-t", "1s",
+                         "--records", str(records_path))
+        assert "Traceback" not in res.stderr
+        assert "answered HTTP 404" in res.stderr
+        records = read_records(records_path)
+        assert records and all(r.outcome is Outcome.ERROR and r.http_status == 501 for r in records)
+    finally:
+        srv.kill()

@@ -1,0 +1,37 @@
+"""Run the real `locust` command (headless) and read what it left behind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class LocustResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_locust(*args: str, timeout: float = 120, env: dict | None = None) -> LocustResult:
+    argv = [sys.executable, "-m", "locust", "--headless", "--only-summary", *args]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+    return LocustResult(p.returncode, p.stdout, p.stderr)
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Prometheus samples at `url`/metrics, summed over labels: {sample name: value}."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[s.name] = out.get(s.name, 0.0) + s.value
+    return out
