@@ -11,6 +11,7 @@ from slabench.errors import UserError
 # module path → exposes add_parser(subparsers); each parser sets `func(args) -> int`.
 COMMAND_MODULES = [
     "slabench.sim.cli",
+    "slabench.fleet.cli",
 ]
 
 

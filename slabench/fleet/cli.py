@@ -1,0 +1,94 @@
+"""`slabench fleet check`: does the one serving image run on every GPU node of the fleet, and if not, why not.
+
+Exit codes: 0 every node passes (warnings allowed unless --strict), 1 at least one node fails, 3 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from slabench.errors import UserError
+from slabench.fleet.facts import load_facts
+from slabench.fleet.image import FLEET_IMAGE, FLEET_IMAGE_ARCH_LIST, FLEET_IMAGE_CUDA, ImageSpec, image_problems
+from slabench.fleet.nodes import ImageBlock, load_nodes
+from slabench.fleet.report import render_table, to_json
+from slabench.fleet.rules import FleetResult, Severity, check_fleet
+from slabench.fleet.versions import CudaVersion, parse_arch_list
+
+EXIT_OK, EXIT_INCOMPATIBLE = 0, 1
+
+
+def add_parser(subparsers) -> None:
+    fleet = subparsers.add_parser("fleet", help="GPU fleet tools", description="GPU fleet tools.")
+    sub = fleet.add_subparsers(dest="fleet_command", required=True)
+    check = sub.add_parser(
+        "check",
+        help="check that the serving image runs on every GPU node",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = check.add_mutually_exclusive_group(required=True)
+    source.add_argument("--nodes", metavar="FILE", help="fleet file (see examples/fleet/nodes.yaml)")
+    source.add_argument("--from-cluster", action="store_true", help="read the nodes from Kubernetes (node labels)")
+    check.add_argument("--kubeconfig", help="kubeconfig for --from-cluster (default: $KUBECONFIG, ~/.kube/config)")
+    check.add_argument("--context", help="kubeconfig context for --from-cluster")
+    check.add_argument("--selector", help="label selector for --from-cluster, e.g. karpenter.sh/nodepool=gpu")
+    check.add_argument("--image", help=f"image name shown in the report (default: {FLEET_IMAGE})")
+    check.add_argument("--image-cuda", metavar="X.Y", help=f"CUDA release of the image (default: {FLEET_IMAGE_CUDA})")
+    check.add_argument(
+        "--image-arch-list",
+        metavar="LIST",
+        help=f"TORCH_CUDA_ARCH_LIST of the image (default: '{FLEET_IMAGE_ARCH_LIST}')",
+    )
+    check.add_argument("--facts", metavar="FILE", help="facts table to use instead of the packaged gpu_facts.yaml")
+    check.add_argument("--strict", action="store_true", help="treat warnings as failures")
+    check.add_argument("--format", choices=("table", "json"), default="table")
+    check.set_defaults(func=run_check)
+
+
+def resolve_image(args: argparse.Namespace, block: ImageBlock | None) -> ImageSpec:
+    """Flags override the fleet file's `image:` block, which overrides the fleet image's own facts."""
+    name = args.image or (block.name if block else FLEET_IMAGE)
+    cuda = args.image_cuda or (block.cuda if block else FLEET_IMAGE_CUDA)
+    arch_list = args.image_arch_list or (block.arch_list if block else FLEET_IMAGE_ARCH_LIST)
+    try:
+        cuda_version = CudaVersion.parse(cuda)
+    except ValueError as e:
+        raise UserError(f"--image-cuda: {e}") from None
+    try:
+        archs = parse_arch_list(arch_list)
+    except ValueError as e:
+        raise UserError(f"--image-arch-list: {e}") from None
+    return ImageSpec(name, cuda_version, archs)
+
+
+def exit_code(result: FleetResult, strict: bool) -> int:
+    worst = result.severity
+    return EXIT_INCOMPATIBLE if worst == Severity.FAIL or (strict and worst == Severity.WARN) else EXIT_OK
+
+
+def run_check(args: argparse.Namespace) -> int:
+    facts = load_facts(args.facts)
+    if args.nodes:
+        block, nodes = load_nodes(args.nodes, facts)
+        skipped: tuple[str, ...] = ()
+    else:
+        from slabench.fleet.cluster import read_cluster_nodes
+
+        block = None
+        nodes, skipped = read_cluster_nodes(facts, args.kubeconfig, args.context, args.selector)
+        if not nodes:
+            raise UserError(f"--from-cluster: no GPU nodes found ({len(skipped)} nodes skipped) — check --selector")
+    image = resolve_image(args, block)
+    problems = image_problems(image, facts)
+    if problems:
+        raise UserError(f"image {image.name}: arch list vs CUDA {image.cuda}: " + "; ".join(problems))
+    result = check_fleet(image, nodes, facts, skipped)
+    if args.format == "json":
+        json.dump(to_json(result), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(render_table(result))
+    return exit_code(result, args.strict)

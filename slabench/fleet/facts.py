@@ -1,0 +1,200 @@
+"""The facts table (`data/gpu_facts.yaml`): GPUs, EC2 instance families, driver branches and nvcc targets, loaded into
+strict models, plus the pure look-ups the rules need."""
+
+from __future__ import annotations
+
+from importlib import resources
+from itertools import pairwise
+from pathlib import Path
+
+from pydantic import Field, field_validator, model_validator
+
+from slabench.config import StrictModel, load_model
+from slabench.fleet.versions import ComputeCapability, CudaVersion, DriverVersion
+
+
+def _check(parse, value: str) -> str:
+    parse(value)  # raises ValueError with a user-facing message
+    return value
+
+
+class Source(StrictModel):
+    title: str
+    url: str
+    retrieved: str
+    note: str | None = None
+
+
+class MigFacts(StrictModel):
+    min_driver: str
+    max_instances: int = Field(gt=0)
+    profiles: list[str] = Field(min_length=1)
+    source: str
+
+    @field_validator("min_driver")
+    @classmethod
+    def _valid_driver(cls, v: str) -> str:
+        return _check(DriverVersion.parse, v)
+
+
+class GpuFacts(StrictModel):
+    name: str
+    compute_capability: str
+    memory_gib: int = Field(gt=0)
+    gfd_products: tuple[str, ...] = ()
+    source: str
+    mig: MigFacts | None = None
+
+    @field_validator("compute_capability")
+    @classmethod
+    def _valid_cc(cls, v: str) -> str:
+        return _check(ComputeCapability.parse, v)
+
+    @property
+    def cc(self) -> ComputeCapability:
+        return ComputeCapability.parse(self.compute_capability)
+
+
+class InstanceFamily(StrictModel):
+    gpu: str
+    sizes: dict[str, int]
+    source: str
+
+
+class DriverBranch(StrictModel):
+    branch: int
+    min_driver: str
+    max_cuda: str
+    source: str
+
+    @field_validator("min_driver")
+    @classmethod
+    def _valid_driver(cls, v: str) -> str:
+        return _check(DriverVersion.parse, v)
+
+    @field_validator("max_cuda")
+    @classmethod
+    def _valid_cuda(cls, v: str) -> str:
+        return _check(CudaVersion.parse, v)
+
+
+class MinorCompat(StrictModel):
+    cuda_major: int
+    min_branch: int
+    source: str
+
+
+class NvccArch(StrictModel):
+    min_cuda: str
+    max_cuda: str | None = None
+
+    @field_validator("min_cuda", "max_cuda")
+    @classmethod
+    def _valid_cuda(cls, v: str | None) -> str | None:
+        return v if v is None else _check(CudaVersion.parse, v)
+
+
+class NvccTargets(StrictModel):
+    arch_specific_min_cuda: str
+    family_specific_min_cuda: str
+    source: str
+    archs: dict[str, NvccArch]
+
+
+class FleetFacts(StrictModel):
+    schema_version: int = Field(ge=1, le=1)
+    updated: str
+    sources: dict[str, Source]
+    driver_branches: list[DriverBranch] = Field(min_length=1)
+    minor_version_compat: list[MinorCompat]
+    nvcc_targets: NvccTargets
+    gpus: dict[str, GpuFacts]
+    instance_families: dict[str, InstanceFamily]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FleetFacts:
+        cited = [b.source for b in self.driver_branches] + [c.source for c in self.minor_version_compat]
+        cited += [self.nvcc_targets.source] + [f.source for f in self.instance_families.values()]
+        for gpu in self.gpus.values():
+            cited += [gpu.source] + ([gpu.mig.source] if gpu.mig else [])
+        missing = sorted(set(cited) - set(self.sources))
+        if missing:
+            raise ValueError(f"cites unknown sources {missing}; add them under `sources`")
+        unknown_gpus = sorted({f.gpu for f in self.instance_families.values()} - set(self.gpus))
+        if unknown_gpus:
+            raise ValueError(f"instance_families use GPUs not under `gpus`: {unknown_gpus}")
+        drivers = [DriverVersion.parse(b.min_driver) for b in self.driver_branches]
+        if any(not b.at_least(a) or a == b for a, b in pairwise(drivers)):
+            raise ValueError("driver_branches must be sorted by min_driver, oldest first")
+        return self
+
+
+def default_facts_path() -> Path:
+    return Path(str(resources.files("slabench.fleet.data").joinpath("gpu_facts.yaml")))
+
+
+def load_facts(path: str | Path | None = None) -> FleetFacts:
+    """Load the facts table (the packaged one unless `path` is given); mistakes become one-line UserErrors."""
+    return load_model(path or default_facts_path(), FleetFacts)
+
+
+# --- look-ups (pure) ---------------------------------------------------------------------------------------------
+
+
+def split_instance_type(instance_type: str) -> tuple[str, str]:
+    family, _, size = instance_type.strip().partition(".")
+    return family, size
+
+
+def instance_gpu(facts: FleetFacts, instance_type: str) -> tuple[str, int] | None:
+    """(gpu key, GPUs per instance) for a known EC2 instance type, else None."""
+    family, size = split_instance_type(instance_type)
+    fam = facts.instance_families.get(family)
+    if fam is None or size not in fam.sizes:
+        return None
+    return fam.gpu, fam.sizes[size]
+
+
+def unknown_instance_hint(facts: FleetFacts, instance_type: str) -> str:
+    """Why `instance_type` is unknown, naming what would be accepted."""
+    family, size = split_instance_type(instance_type)
+    fam = facts.instance_families.get(family)
+    if fam is None:
+        return (
+            f"'{family}' is not a GPU instance family in the facts table (known: {', '.join(facts.instance_families)})"
+        )
+    return f"{family} has no size '{size}' (sizes: {', '.join(fam.sizes)})"
+
+
+def gpu_for_product(facts: FleetFacts, product: str) -> str | None:
+    """The gpu key whose GPU-feature-discovery product name matches `product` (MIG suffix ignored)."""
+    base = product.split("-MIG-")[0]
+    for key, gpu in facts.gpus.items():
+        if base in gpu.gfd_products:
+            return key
+    return None
+
+
+def driver_max_cuda(facts: FleetFacts, driver: DriverVersion) -> CudaVersion | None:
+    """Highest CUDA the driver supports natively: the newest row whose minimum driver it meets (None if none)."""
+    best = None
+    for row in facts.driver_branches:
+        if driver.at_least(DriverVersion.parse(row.min_driver)):
+            best = CudaVersion.parse(row.max_cuda)
+    return best
+
+
+def min_driver_for_cuda(facts: FleetFacts, cuda: CudaVersion) -> DriverBranch | None:
+    """The oldest driver row that supports `cuda` natively (None if the table has none)."""
+    for row in facts.driver_branches:
+        if CudaVersion.parse(row.max_cuda) >= cuda:
+            return row
+    return None
+
+
+def minor_compat_floor(facts: FleetFacts, cuda_major: int) -> MinorCompat | None:
+    return next((c for c in facts.minor_version_compat if c.cuda_major == cuda_major), None)
+
+
+def newest_known_branch(facts: FleetFacts) -> DriverBranch:
+    return facts.driver_branches[-1]
