@@ -77,6 +77,8 @@ class SimMetrics:
         # Not a vLLM metric: lets tests prove that every request the server saw has exactly one record.
         self.received = Counter("slabench_sim_requests_received", "Completion requests received.", registry=r)
         self._preempted_seen = 0.0
+        # Labelled children resolved once: observe() runs per token.
+        self._ttft, self._itl, self._e2e = (h.labels(model) for h in (self.ttft, self.itl, self.e2e))
 
     def set_gauges(self, stats: dict[str, float]) -> None:
         for k, g in self.gauges.items():
@@ -89,13 +91,13 @@ class SimMetrics:
 
     def observe_token(self, call: Any, now: float, start: float, last: float | None) -> None:
         if last is None:
-            self.ttft.labels(self._model).observe(now - start)
+            self._ttft.observe(now - start)
         else:
-            self.itl.labels(self._model).observe(now - last)
+            self._itl.observe(now - last)
 
     def observe_finished(self, call: Any, e2e: float) -> None:
         m = self._model
-        self.e2e.labels(m).observe(e2e)
+        self._e2e.observe(e2e)
         self.prompt_tokens.labels(m).inc(call.req.prompt_tokens)
         self.generation_tokens.labels(m).inc(call.completion)
         self.success.labels(m, call.finish_reason or "stop").inc()

@@ -76,7 +76,7 @@ class SimServer:
     def __init__(self, engine: Engine, config: SimConfig = SimConfig(), host: str = "127.0.0.1", port: int = 0):
         self.engine = engine
         self.config = config
-        self.metrics = SimMetrics()
+        self.metrics = SimMetrics(config.model)
         self._rng = random.Random(config.seed)
         self._streams: dict[str, gevent.queue.Queue] = {}
         self._wake = gevent.event.Event()
@@ -270,9 +270,11 @@ class SimServer:
 
 
 class _Call:
-    """One completion's wire format: turns emissions into OpenAI-shaped chunks."""
+    """One completion's wire format: turns emissions into OpenAI-shaped chunks. The chunk JSON is assembled from
+    pre-encoded pieces because this runs once per token on the simulator's hot path."""
 
     __slots__ = (
+        "_head",
         "chat",
         "completion",
         "continuous",
@@ -293,6 +295,11 @@ class _Call:
         self.completion = 0
         self.finish_reason: str | None = None
         self.texts: list[str] = []
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        self._head = (
+            f'data: {{"id":"{self.id}","object":"{obj}","created":{self.created},"model":{json.dumps(model)},'
+            '"choices":['
+        ).encode()
 
     def account(self, em: Emission) -> str:
         n = self.completion
@@ -310,39 +317,27 @@ class _Call:
             "total_tokens": self.req.prompt_tokens + self.completion,
         }
 
-    def _chunk(self, choice: dict, usage: dict | None = None) -> bytes:
-        obj: dict[str, Any] = {
-            "id": self.id,
-            "object": "chat.completion.chunk" if self.chat else "text_completion",
-            "created": self.created,
-            "model": self.model,
-            "choices": [choice] if choice else [],
-        }
-        if usage is not None:
-            obj["usage"] = usage
-        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+    def _chunk(self, choice: bytes, with_usage: bool) -> bytes:
+        tail = b"]"
+        if with_usage:
+            tail += b',"usage":' + json.dumps(self.usage(), separators=(",", ":")).encode()
+        return self._head + choice + tail + b"}\n\n"
 
     def chunk_events(self, em: Emission) -> bytes:
-        first = self.completion == 0
-        text = self.account(em)
-        usage = self.usage() if self.continuous else None
+        out = b""
+        if self.chat and self.completion == 0:  # vLLM opens with a role-only delta: not a token
+            role = b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
+            out = self._chunk(role, self.continuous)
+        text = json.dumps(self.account(em)).encode()
+        finish = b"null" if self.finish_reason is None else b'"' + self.finish_reason.encode() + b'"'
         if self.chat:
-            out = b""
-            if first:  # vLLM opens with a role-only delta: not a token
-                role = {
-                    "index": 0,
-                    "delta": {"role": "assistant", "content": ""},
-                    "logprobs": None,
-                    "finish_reason": None,
-                }
-                out = self._chunk(role, {**self.usage(), "completion_tokens": 0} if self.continuous else None)
-            choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": self.finish_reason}
-            return out + self._chunk(choice, usage)
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": self.finish_reason}
-        return self._chunk(choice, usage)
+            choice = b'{"index":0,"delta":{"content":' + text + b'},"logprobs":null,"finish_reason":' + finish + b"}"
+        else:
+            choice = b'{"index":0,"text":' + text + b',"logprobs":null,"finish_reason":' + finish + b"}"
+        return out + self._chunk(choice, self.continuous)
 
     def final_events(self) -> bytes:
-        out = self._chunk({}, self.usage()) if self.include_usage else b""
+        out = self._chunk(b"", True) if self.include_usage else b""
         return out + b"data: [DONE]\n\n"
 
     def unary_body(self) -> dict:
