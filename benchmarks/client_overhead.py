@@ -27,18 +27,51 @@ TTFT, ITL, TOKENS = 0.100, 0.010, 128
 
 
 def start_simulator() -> tuple[subprocess.Popen, str]:
-    argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--ttft", str(TTFT), "--itl", str(ITL),
-            "--output-tokens", str(TOKENS)]
+    argv = [
+        sys.executable,
+        "-m",
+        "slabench",
+        "simulate",
+        "--port",
+        "0",
+        "--ttft",
+        str(TTFT),
+        "--itl",
+        str(ITL),
+        "--output-tokens",
+        str(TOKENS),
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     return proc, proc.stdout.readline().strip().rsplit(" ", 1)[-1]
 
 
 def run_level(url: str, users: int, seconds: int, out: Path) -> dict:
     records_path = out / f"records-{users}.jsonl"
-    argv = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat_replay.py"), "--headless",
-            "--only-summary", "--host", url, "-u", str(users), "-r", str(max(users, 1)), "-t", f"{seconds}s",
-            "--max-tokens", str(TOKENS), "--prompt-tokens", "64", "--records", str(records_path),
-            "--stop-timeout", "5"]
+    argv = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(ROOT / "locustfiles" / "chat_replay.py"),
+        "--headless",
+        "--only-summary",
+        "--host",
+        url,
+        "-u",
+        str(users),
+        "-r",
+        str(max(users, 1)),
+        "-t",
+        f"{seconds}s",
+        "--max-tokens",
+        str(TOKENS),
+        "--prompt-tokens",
+        "64",
+        "--records",
+        str(records_path),
+        "--stop-timeout",
+        "5",
+    ]
     subprocess.run(argv, cwd=ROOT, capture_output=True, check=True)
     records = [r for r in read_records(records_path) if r.outcome is Outcome.OK]
     start = min(r.sent for r in records)
@@ -67,16 +100,21 @@ def main() -> None:
             for users in map(int, args.levels.split(",")):
                 rows.append(run_level(url, users, args.seconds, Path(tmp)))
                 r = rows[-1]
-                print(f"{r['users']:>5} users  {r['requests']:>6} req  TTFT err {r['ttft_err_ms']:+7.2f} ms  "
-                      f"ITL err median {r['itl_err_ms']:+6.3f} ms  p99 {r['itl_p99_err_ms']:+7.2f} ms  "
-                      f"{r['tokens_per_s']:>8.0f} tok/s", flush=True)
+                print(
+                    f"{r['users']:>5} users  {r['requests']:>6} req  TTFT err {r['ttft_err_ms']:+7.2f} ms  "
+                    f"ITL err median {r['itl_err_ms']:+6.3f} ms  p99 {r['itl_p99_err_ms']:+7.2f} ms  "
+                    f"{r['tokens_per_s']:>8.0f} tok/s",
+                    flush=True,
+                )
     finally:
         proc.terminate()
     good = [r for r in rows if abs(r["itl_err_ms"]) < 1.0]
     if good:
         best = max(good, key=lambda r: r["tokens_per_s"])
-        print(f"highest streamed-token rate with median ITL error < 1 ms: {best['tokens_per_s']:.0f} tok/s "
-              f"at {best['users']} users")
+        print(
+            f"highest streamed-token rate with median ITL error < 1 ms: {best['tokens_per_s']:.0f} tok/s "
+            f"at {best['users']} users"
+        )
 
 
 if __name__ == "__main__":

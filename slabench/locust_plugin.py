@@ -397,5 +397,3 @@ class LLMUser(User):
         if record.error_category == "connect":
             gevent.sleep(self.error_backoff_s)
         return record
-
-

@@ -84,7 +84,8 @@ def play(conn: socket.socket, steps: list[dict], log: list, t0: float) -> bool:
 
 
 def main() -> None:
-    scripts = json.load(open(sys.argv[1]))
+    with open(sys.argv[1]) as f:
+        scripts = json.load(f)
     log_path = sys.argv[2]
     srv = socket.create_server(("127.0.0.1", 0))
     print(srv.getsockname()[1], flush=True)

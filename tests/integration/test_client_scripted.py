@@ -55,14 +55,22 @@ SCRIPTS = {
         {"send": "data: [DONE]\n\n"},
         {"end": True},
     ],
-    "cut": [{"send": chunk({"content": "a"})}, {"at": 0.02, "send": chunk({"content": "b"})}, {"at": 0.03, "cut": True}],
+    "cut": [
+        {"send": chunk({"content": "a"})},
+        {"at": 0.02, "send": chunk({"content": "b"})},
+        {"at": 0.03, "cut": True},
+    ],
     "badjson": [{"send": chunk({"content": "a"})}, {"send": "data: {not json\n\n"}, {"end": True}],
     "errevent": [{"send": 'data: {"error": {"message": "engine died", "code": 500}}\n\n'}, {"end": True}],
     "nousage": [{"send": chunk({"content": "two words"})}, {"send": "data: [DONE]\n\n"}, {"end": True}],
-    "http500": [{"status": 500, "headers": {"Content-Type": "application/json"}},
-                {"body": json.dumps({"error": {"message": "boom", "type": "InternalServerError"}})}],
-    "http401": [{"status": 401, "headers": {"Content-Type": "application/json"}},
-                {"body": json.dumps({"error": {"message": "invalid api key"}})}],
+    "http500": [
+        {"status": 500, "headers": {"Content-Type": "application/json"}},
+        {"body": json.dumps({"error": {"message": "boom", "type": "InternalServerError"}})},
+    ],
+    "http401": [
+        {"status": 401, "headers": {"Content-Type": "application/json"}},
+        {"body": json.dumps({"error": {"message": "invalid api key"}})},
+    ],
     "html": [{"status": 200, "headers": {"Content-Type": "text/html"}}, {"body": "<html>hello</html>"}],
     "stall": [{"send": chunk({"content": "a"})}, {"at": 3.0, "end": True}],
     "nofirstbyte": [{"at": 3.0, "status": 200}, {"end": True}],
@@ -78,8 +86,11 @@ def server(scripted_server):
 
 def send(base, script, endpoint="chat", **target):
     client = StreamingClient(Target(f"{base}/{script}", **target))
-    body = (chat_body("m", [{"role": "user", "content": "hi"}], 16) if endpoint == "chat"
-            else completions_body("m", "hi", 16))
+    body = (
+        chat_body("m", [{"role": "user", "content": "hi"}], 16)
+        if endpoint == "chat"
+        else completions_body("m", "hi", 16)
+    )
     try:
         return client.send(endpoint, body, META)
     finally:
@@ -107,8 +118,11 @@ def test_every_event_is_stamped_as_it_arrives(server):
     # Every ITL gap matches the scripted gap, spread over the tokens each chunk carried.
     assert r.chunk_tokens == (1, 1, 3, 1)
     expected_itl = [0.020, 0.040 / 3, 0.040 / 3, 0.040 / 3, 0.050]
-    actual_itl = [content_sent[1] - content_sent[0]] + [(content_sent[2] - content_sent[1]) / 3] * 3 + [
-        content_sent[3] - content_sent[2]]
+    actual_itl = (
+        [content_sent[1] - content_sent[0]]
+        + [(content_sent[2] - content_sent[1]) / 3] * 3
+        + [content_sent[3] - content_sent[2]]
+    )
     for m, a, e in zip(metrics.itl(r), actual_itl, expected_itl, strict=True):
         assert abs(m - a) < 0.002
         assert abs(m - e) < 0.010  # and near the script itself (the server's own sleep accuracy)

@@ -30,9 +30,29 @@ def test_every_request_becomes_exactly_one_record(simulator, tmp_path, processes
     url = simulator(*FAST)
     records_path = tmp_path / "records.jsonl"
     extra = ["--processes", str(processes)] if processes else []
-    res = run_locust("-f", LOCUSTFILE, "--host", url, "-u", "6", "-r", "6", "-t", "3s", "--stop-timeout", "5",
-                     "--records", str(records_path), "--csv", str(tmp_path / "stats"), "--json-file", str(tmp_path / "stats"),
-                     "--prompt-tokens", "64", *extra)
+    res = run_locust(
+        "-f",
+        LOCUSTFILE,
+        "--host",
+        url,
+        "-u",
+        "6",
+        "-r",
+        "6",
+        "-t",
+        "3s",
+        "--stop-timeout",
+        "5",
+        "--records",
+        str(records_path),
+        "--csv",
+        str(tmp_path / "stats"),
+        "--json-file",
+        str(tmp_path / "stats"),
+        "--prompt-tokens",
+        "64",
+        *extra,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     records = read_records(records_path)
     assert len(records) > 50
@@ -56,8 +76,22 @@ def test_every_request_becomes_exactly_one_record(simulator, tmp_path, processes
 def test_users_stopped_mid_stream_leave_cancelled_records(simulator, tmp_path):
     url = simulator("--ttft", "0.05", "--itl", "0.05", "--output-tokens", "200")  # 10 s per request
     records_path = tmp_path / "records.parquet"
-    res = run_locust("-f", LOCUSTFILE, "--host", url, "-u", "4", "-r", "4", "-t", "2s", "--processes", "2",
-                     "--records", str(records_path))
+    res = run_locust(
+        "-f",
+        LOCUSTFILE,
+        "--host",
+        url,
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "2s",
+        "--processes",
+        "2",
+        "--records",
+        str(records_path),
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     records = read_records(records_path)
     assert_one_record_per_request(records, url)
@@ -68,8 +102,22 @@ def test_users_stopped_mid_stream_leave_cancelled_records(simulator, tmp_path):
 
 def test_no_host_starts_the_embedded_simulator_and_stops_it(tmp_path):
     records_path = tmp_path / "records.jsonl"
-    res = run_locust("-f", LOCUSTFILE, "-u", "2", "-r", "2", "-t", "2s", "--sim-ttft", "0.01", "--sim-itl", "0.001",
-                     "--records", str(records_path))
+    res = run_locust(
+        "-f",
+        LOCUSTFILE,
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "2s",
+        "--sim-ttft",
+        "0.01",
+        "--sim-itl",
+        "0.001",
+        "--records",
+        str(records_path),
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert "embedded simulator at http://127.0.0.1:" in res.stderr
     assert len(read_records(records_path)) > 10
@@ -80,8 +128,9 @@ def test_no_host_starts_the_embedded_simulator_and_stops_it(tmp_path):
 
 
 def test_malformed_host_is_one_clear_line(tmp_path):
-    res = run_locust("-f", LOCUSTFILE, "--host", "notaurl", "-u", "1", "-t", "1s",
-                     "--records", str(tmp_path / "r.jsonl"))
+    res = run_locust(
+        "-f", LOCUSTFILE, "--host", "notaurl", "-u", "1", "-t", "1s", "--records", str(tmp_path / "r.jsonl")
+    )
     assert res.returncode == 3
     assert "expected an http:// or https:// URL" in res.stderr
     assert "Traceback" not in res.stderr
@@ -89,8 +138,20 @@ def test_malformed_host_is_one_clear_line(tmp_path):
 
 def test_unreachable_host_gives_error_records_not_a_traceback(tmp_path):
     records_path = tmp_path / "r.jsonl"
-    res = run_locust("-f", LOCUSTFILE, "--host", "http://127.0.0.1:9", "-u", "2", "-r", "2", "-t", "2s",
-                     "--records", str(records_path))
+    res = run_locust(
+        "-f",
+        LOCUSTFILE,
+        "--host",
+        "http://127.0.0.1:9",
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "2s",
+        "--records",
+        str(records_path),
+    )
     assert res.returncode == 1  # Locust's "there were failures"
     assert "Traceback" not in res.stderr
     assert "cannot list models at http://127.0.0.1:9" in res.stderr
@@ -102,8 +163,21 @@ def test_unreachable_host_gives_error_records_not_a_traceback(tmp_path):
 def test_wrong_api_key_is_classified(simulator, tmp_path):
     url = simulator(*FAST, "--api-key-env", "SIM_KEY", env={**os.environ, "SIM_KEY": "right"})
     records_path = tmp_path / "r.jsonl"
-    res = run_locust("-f", LOCUSTFILE, "--host", url, "-u", "1", "-t", "1s", "--model", "slabench-sim",
-                     "--records", str(records_path), env={**os.environ, "OPENAI_API_KEY": "wrong"})
+    res = run_locust(
+        "-f",
+        LOCUSTFILE,
+        "--host",
+        url,
+        "-u",
+        "1",
+        "-t",
+        "1s",
+        "--model",
+        "slabench-sim",
+        "--records",
+        str(records_path),
+        env={**os.environ, "OPENAI_API_KEY": "wrong"},
+    )
     assert "Traceback" not in res.stderr
     records = read_records(records_path)
     assert records and all(r.http_status == 401 and "check the API key" in r.error_message for r in records)
@@ -111,13 +185,28 @@ def test_wrong_api_key_is_classified(simulator, tmp_path):
 
 
 def test_a_server_that_is_not_openai_compatible(tmp_path):
-    srv = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"], cwd=tmp_path,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    srv = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         port = srv.stdout.readline().split("port ")[1].split()[0]
         records_path = tmp_path / "r.jsonl"
-        res = run_locust("-f", LOCUSTFILE, "--host", f"http://127.0.0.1:{port}", "-u", "1", "-t", "1s",
-                         "--records", str(records_path))
+        res = run_locust(
+            "-f",
+            LOCUSTFILE,
+            "--host",
+            f"http://127.0.0.1:{port}",
+            "-u",
+            "1",
+            "-t",
+            "1s",
+            "--records",
+            str(records_path),
+        )
         assert "Traceback" not in res.stderr
         assert "answered HTTP 404" in res.stderr
         records = read_records(records_path)

@@ -10,8 +10,9 @@ from tests.locust_run import scrape
 
 
 def post(url, path, body, headers=None):
-    req = urllib.request.Request(url + path, json.dumps(body).encode(), {"Content-Type": "application/json",
-                                                                          **(headers or {})})
+    req = urllib.request.Request(
+        url + path, json.dumps(body).encode(), {"Content-Type": "application/json", **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status, r.read().decode()
@@ -28,8 +29,11 @@ def test_models_health_and_unary_completions(sim):
     models = json.loads(urllib.request.urlopen(sim + "/v1/models").read())
     assert models["data"][0]["id"] == "slabench-sim"
     assert urllib.request.urlopen(sim + "/health").status == 200
-    status, body = post(sim, "/v1/chat/completions", {"model": "slabench-sim", "max_tokens": 50,
-                                                       "messages": [{"role": "user", "content": "one two three"}]})
+    status, body = post(
+        sim,
+        "/v1/chat/completions",
+        {"model": "slabench-sim", "max_tokens": 50, "messages": [{"role": "user", "content": "one two three"}]},
+    )
     data = json.loads(body)
     assert status == 200 and data["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
     assert data["choices"][0]["finish_reason"] == "stop"
@@ -39,9 +43,18 @@ def test_models_health_and_unary_completions(sim):
 
 
 def test_streaming_chunks_and_counters_agree(sim):
-    status, body = post(sim, "/v1/chat/completions", {
-        "model": "slabench-sim", "max_tokens": 50, "stream": True, "ignore_eos": True,
-        "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": True}})
+    _, body = post(
+        sim,
+        "/v1/chat/completions",
+        {
+            "model": "slabench-sim",
+            "max_tokens": 50,
+            "stream": True,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream_options": {"include_usage": True},
+        },
+    )
     events = [line[6:] for line in body.split("\n") if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
@@ -53,11 +66,14 @@ def test_streaming_chunks_and_counters_agree(sim):
     assert m["vllm:time_to_first_token_seconds_count"] == 1 and m["vllm:inter_token_latency_seconds_count"] == 49
 
 
-@pytest.mark.parametrize("body,status,message", [
-    ({"model": "nope", "messages": [{"role": "user", "content": "x"}]}, 404, "does not exist"),
-    ({"model": "slabench-sim", "messages": []}, 400, "non-empty list"),
-    ({"model": "slabench-sim", "prompt": "x", "max_tokens": 10**6}, 400, "maximum context length"),
-])
+@pytest.mark.parametrize(
+    "body,status,message",
+    [
+        ({"model": "nope", "messages": [{"role": "user", "content": "x"}]}, 404, "does not exist"),
+        ({"model": "slabench-sim", "messages": []}, 400, "non-empty list"),
+        ({"model": "slabench-sim", "prompt": "x", "max_tokens": 10**6}, 400, "maximum context length"),
+    ],
+)
 def test_bad_requests_get_openai_style_errors(sim, body, status, message):
     path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
     code, text = post(sim, path, body)

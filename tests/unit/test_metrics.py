@@ -11,8 +11,15 @@ def rec(**kw) -> RequestRecord:
 
 
 def test_latencies_from_raw_timestamps():
-    r = rec(scheduled=9.5, sent=10.0, first_token=10.25, last_token=11.25, end=11.5, completion_tokens=5,
-            chunk_times=(10.25, 10.5, 10.75, 11.0, 11.25))
+    r = rec(
+        scheduled=9.5,
+        sent=10.0,
+        first_token=10.25,
+        last_token=11.25,
+        end=11.5,
+        completion_tokens=5,
+        chunk_times=(10.25, 10.5, 10.75, 11.0, 11.25),
+    )
     assert metrics.ttft(r) == 0.25
     assert metrics.ttft_scheduled(r) == 0.75
     assert metrics.e2e(r) == 1.5
@@ -30,15 +37,23 @@ def test_itl_spreads_a_multi_token_chunk_over_its_tokens():
 
 def test_missing_data_is_none_never_zero():
     r = rec()
-    for f in (metrics.ttft, metrics.ttft_scheduled, metrics.e2e, metrics.lateness, metrics.tpot,
-              metrics.mean_itl, metrics.output_tokens_per_s):
+    for f in (
+        metrics.ttft,
+        metrics.ttft_scheduled,
+        metrics.e2e,
+        metrics.lateness,
+        metrics.tpot,
+        metrics.mean_itl,
+        metrics.output_tokens_per_s,
+    ):
         assert f(r) is None
     assert metrics.itl(r) == []
     assert metrics.tpot(rec(first_token=1.0, last_token=1.0, completion_tokens=1)) is None
 
 
-@given(st.lists(st.floats(min_value=0.0001, max_value=2.0), min_size=2, max_size=50),
-       st.integers(min_value=1, max_value=8))
+@given(
+    st.lists(st.floats(min_value=0.0001, max_value=2.0), min_size=2, max_size=50), st.integers(min_value=1, max_value=8)
+)
 def test_itl_tokens_and_time_add_up(gaps, k):
     times = [0.0]
     for g in gaps:

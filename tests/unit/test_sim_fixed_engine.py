@@ -1,5 +1,7 @@
 """The fixed-latency engine with a virtual clock: no sleeps."""
 
+import itertools
+
 from slabench.sim.engine import FixedLatencyEngine, SimRequest
 
 
@@ -22,27 +24,40 @@ def test_first_token_after_ttft_then_one_every_itl():
 
 def test_max_tokens_caps_and_ignore_eos_always_fills():
     e = FixedLatencyEngine(ttft=0.0, itl=0.001)
-    got = drive(e, [SimRequest("cap", 1, max_tokens=3, target_tokens=10),
-                    SimRequest("eos", 1, max_tokens=6, target_tokens=2, ignore_eos=True)])
+    got = drive(
+        e,
+        [
+            SimRequest("cap", 1, max_tokens=3, target_tokens=10),
+            SimRequest("eos", 1, max_tokens=6, target_tokens=2, ignore_eos=True),
+        ],
+    )
     assert sum(n for _, n, *_ in got["cap"]) == 3 and got["cap"][-1][3] == "length"
     assert sum(n for _, n, *_ in got["eos"]) == 6 and got["eos"][-1][3] == "length"
 
 
 def test_stream_interval_coalesces_tokens_per_chunk():
-    got = drive(FixedLatencyEngine(ttft=0.1, itl=0.01, stream_interval=4),
-                [SimRequest("a", 1, max_tokens=100, target_tokens=10)])["a"]
+    got = drive(
+        FixedLatencyEngine(ttft=0.1, itl=0.01, stream_interval=4),
+        [SimRequest("a", 1, max_tokens=100, target_tokens=10)],
+    )["a"]
     assert [n for _, n, *_ in got] == [1, 4, 4, 1]
     assert [t for t, *_ in got] == [0.1, 0.14, 0.18, 0.19]
 
 
 def test_jitter_is_seeded_and_bounded():
     def times(seed):
-        return [t for t, *_ in drive(FixedLatencyEngine(ttft=0.1, itl=0.01, jitter=0.5, seed=seed),
-                                     [SimRequest("a", 1, max_tokens=50, target_tokens=50)])["a"]]
+        return [
+            t
+            for t, *_ in drive(
+                FixedLatencyEngine(ttft=0.1, itl=0.01, jitter=0.5, seed=seed),
+                [SimRequest("a", 1, max_tokens=50, target_tokens=50)],
+            )["a"]
+        ]
+
     a, b = times(1), times(1)
     assert a == b and a != times(2)
     assert 0.05 <= a[0] <= 0.15
-    gaps = [y - x for x, y in zip(a, a[1:], strict=False)]
+    gaps = [y - x for x, y in itertools.pairwise(a)]
     assert all(0.005 - 1e-12 <= g <= 0.015 + 1e-12 for g in gaps)
 
 

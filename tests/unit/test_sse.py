@@ -37,8 +37,9 @@ def test_whole_stream():
 
 @given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=40))
 def test_splitting_the_byte_stream_anywhere_never_changes_the_events(cuts):
-    assert [(e.data, e.event) for e in parse_in_pieces(STREAM, cuts)] == [(e, "note" if i == 2 else None)
-                                                                        for i, e in enumerate(EXPECTED)]
+    assert [(e.data, e.event) for e in parse_in_pieces(STREAM, cuts)] == [
+        (e, "note" if i == 2 else None) for i, e in enumerate(EXPECTED)
+    ]
 
 
 def test_event_is_stamped_by_the_feed_that_completes_it():
