@@ -27,6 +27,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_sim_options(p)
     p.add_argument("--api-key-env", default=None, help="require the API key held in this environment variable")
     p.add_argument("--load-time", type=float, default=0.0, help="/health answers 503 for this many seconds")
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND=RATE",
+        help="inject a fault into this share of requests (repeatable): http_500, http_503, http_429, "
+        "reset, stall, malformed, no_usage, slow_start; or per request with header X-Slabench-Fault",
+    )
+    p.add_argument("--stall-s", type=float, default=5.0, help="how long a `stall` fault stays silent")
+    p.add_argument("--slow-start-s", type=float, default=2.0, help="how long a `slow_start` fault delays the headers")
     p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
@@ -46,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     import gevent
 
     from slabench.sim.engine import FixedLatencyEngine
+    from slabench.sim.faults import FaultPlan, parse_fault_flags
     from slabench.sim.server import SimConfig, SimServer, watch_parent
 
     for name in ("ttft", "itl", "jitter"):
@@ -61,8 +72,14 @@ def run(args: argparse.Namespace) -> int:
     engine = FixedLatencyEngine(
         ttft=args.ttft, itl=args.itl, jitter=args.jitter, seed=args.seed, stream_interval=args.stream_interval
     )
+    faults = FaultPlan(parse_fault_flags(args.fault), args.stall_s, args.slow_start_s, args.seed)
     config = SimConfig(
-        model=args.model, output_tokens=args.output_tokens, api_key=api_key, load_time=args.load_time, seed=args.seed
+        model=args.model,
+        output_tokens=args.output_tokens,
+        api_key=api_key,
+        load_time=args.load_time,
+        seed=args.seed,
+        faults=faults,
     )
     try:
         server = SimServer(engine, config, host=args.host, port=args.port).start()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
+import struct
 import time
 import uuid
 from dataclasses import dataclass
@@ -22,6 +24,8 @@ import gevent.server
 import h11
 
 from slabench.sim.engine import Emission, Engine, SimRequest
+from slabench.sim.faults import HEADER as FAULT_HEADER
+from slabench.sim.faults import Fault, FaultPlan
 from slabench.sim.metrics import SimMetrics
 from slabench.tokens import estimate_tokens
 
@@ -70,6 +74,7 @@ class SimConfig:
     api_key: str | None = None  # when set, requests must carry "Authorization: Bearer <key>"
     load_time: float = 0.0  # /health answers 503 for this long after start (model loading)
     seed: int = 0
+    faults: FaultPlan | None = None
 
 
 class SimServer:
@@ -229,11 +234,22 @@ class SimServer:
             target_tokens=target,
             ignore_eos=bool(params.get("ignore_eos", False)),
         )
+        fault = c.faults.choose(dict(req.headers).get(FAULT_HEADER)) if c.faults else None
+        if fault is not None and fault.http_status:
+            status = fault.http_status
+            extra = [(b"retry-after", b"1")] if status == 429 else []
+            return _send_json(sock, conn, status, _error(f"injected fault {fault.kind}", "ServerError", status), extra)
+        if fault is not None and fault.kind == "slow_start":
+            gevent.sleep(fault.seconds)
         stream = bool(params.get("stream", False))
         opts = params.get("stream_options") or {}
-        call = _Call(sim, chat, c.model, bool(opts.get("include_usage")), bool(opts.get("continuous_usage_stats")))
+        usage_ok = not (fault and fault.kind == "no_usage")  # the fault drops per-chunk usage too
+        include_usage, continuous = (
+            usage_ok and bool(opts.get(k)) for k in ("include_usage", "continuous_usage_stats")
+        )
+        call = _Call(sim, chat, c.model, include_usage, continuous)
         if stream:
-            self._stream(sock, conn, call)
+            self._stream(sock, conn, call, fault)
         else:
             self._unary(sock, conn, call)
 
@@ -255,11 +271,22 @@ class SimServer:
         finally:
             self._release(call.req.request_id, finished)
 
-    def _stream(self, sock: Any, conn: h11.Connection, call: _Call) -> None:
+    def _stream(self, sock: Any, conn: h11.Connection, call: _Call, fault: Fault | None = None) -> None:
         headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
         sock.sendall(conn.send(h11.Response(status_code=200, headers=headers)))
+        # Mid-stream faults strike once half of the expected tokens are out.
+        strike = max(1, min(call.req.target_tokens, call.req.max_tokens) // 2) if fault else None
         for em in self._run(call):
             sock.sendall(conn.send(h11.Data(data=call.chunk_events(em))))
+            if strike is not None and call.completion >= strike:
+                strike = None
+                if fault.kind == "reset":
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    raise ConnectionResetError("injected reset")
+                if fault.kind == "stall":
+                    gevent.sleep(fault.seconds)
+                elif fault.kind == "malformed":
+                    sock.sendall(conn.send(h11.Data(data=b'data: {"id": "broken\n\n')))
         sock.sendall(conn.send(h11.Data(data=call.final_events())))
         sock.sendall(conn.send(h11.EndOfMessage()))
 
@@ -380,12 +407,12 @@ def _error(message: str, kind: str, code: int) -> dict:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-def _send_json(sock: Any, conn: h11.Connection, status: int, obj: Any) -> None:
-    _send(sock, conn, status, json.dumps(obj).encode(), "application/json")
+def _send_json(sock: Any, conn: h11.Connection, status: int, obj: Any, extra: list | None = None) -> None:
+    _send(sock, conn, status, json.dumps(obj).encode(), "application/json", extra)
 
 
-def _send(sock: Any, conn: h11.Connection, status: int, data: bytes, ctype: str) -> None:
-    headers = [(b"content-type", ctype.encode()), (b"content-length", str(len(data)).encode())]
+def _send(sock: Any, conn: h11.Connection, status: int, data: bytes, ctype: str, extra: list | None = None) -> None:
+    headers = [(b"content-type", ctype.encode()), (b"content-length", str(len(data)).encode()), *(extra or [])]
     sock.sendall(
         conn.send(h11.Response(status_code=status, headers=headers))
         + conn.send(h11.Data(data=data))
