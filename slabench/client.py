@@ -170,6 +170,7 @@ class StreamingClient:
         body: dict,
         meta: RecordMeta,
         on_cancel: Callable[[RequestRecord], None] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Reply:
         """Stream one request. Always returns a Reply with a classified record (GreenletExit aside)."""
         body = {**body, "stream": True}
@@ -180,7 +181,7 @@ class StreamingClient:
         failure: _Failure | None = None
         try:
             with gevent.Timeout(self.target.request_timeout, _Failure(Outcome.ERROR, ErrorCategory.TIMEOUT, "")):
-                self._stream(endpoint, payload, request_id, s)
+                self._stream(endpoint, payload, {**self.headers(request_id), **(headers or {})}, s)
         except _Failure as f:
             failure = f
             if f.category is ErrorCategory.TIMEOUT and not str(f):
@@ -198,9 +199,9 @@ class StreamingClient:
             raise
         return Reply(self._record(s, meta, body, request_id, failure), "".join(s.text))
 
-    def _stream(self, endpoint: str, payload: bytes, request_id: str, s: _Stream) -> None:
+    def _stream(self, endpoint: str, payload: bytes, headers: dict[str, str], s: _Stream) -> None:
         path = self._prefix + ENDPOINT_PATHS[endpoint]
-        resp = self._request(path, payload, request_id, s)
+        resp = self._request(path, payload, headers, s)
         s.first_byte = self._clock()
         s.status = resp.status_code
         if s.status >= 400:
@@ -236,7 +237,7 @@ class StreamingClient:
             ) from None
         raise _Failure(Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, "stream ended before [DONE]")
 
-    def _request(self, path: str, payload: bytes, request_id: str, s: _Stream) -> Any:
+    def _request(self, path: str, payload: bytes, headers: dict[str, str], s: _Stream) -> Any:
         """Send the request; one retry when a reused keep-alive connection turns out closed by the server
         (uvicorn closes idle connections after 5 s) before any response byte: the server never saw the request."""
         for attempt in (0, 1):
@@ -244,7 +245,7 @@ class StreamingClient:
             s.wall_sent = time.time()
             s.sent = self._clock()
             try:
-                return self._connection().request("POST", path, body=payload, headers=self.headers(request_id))
+                return self._connection().request("POST", path, body=payload, headers=headers)
             except TimeoutError:
                 raise _Failure(
                     Outcome.ERROR, ErrorCategory.TIMEOUT, f"no response within {self.target.stall_timeout:g} s"

@@ -385,11 +385,15 @@ class LLMUser(User):
             return chat_body(self.model, messages, **params)
         return completions_body(self.model, prompt or "", **params)
 
-    def request(self, body: dict, grade: Callable[[str], dict] | None = None, **meta: Any) -> RequestRecord:
+    def request(
+        self, body: dict, grade: Callable[[str], dict] | None = None, headers: dict[str, str] | None = None, **meta: Any
+    ) -> RequestRecord:
         """Send one request and emit its record (exactly once, even if the user is stopped mid-stream).
         `grade(text) -> dict` adds quality fields to the record."""
         endpoint = "chat" if "messages" in body else "completions"
-        reply = self.llm.send(endpoint, body, self.hub.meta(self.user_id, **meta), on_cancel=self.hub.emit)
+        reply = self.llm.send(
+            endpoint, body, self.hub.meta(self.user_id, **meta), on_cancel=self.hub.emit, headers=headers
+        )
         record = reply.record
         if grade is not None and record.outcome is not Outcome.ERROR:
             record = record.replace(**grade(reply.text))

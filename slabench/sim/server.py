@@ -14,6 +14,7 @@ import socket
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,9 @@ class SimConfig:
     load_time: float = 0.0  # /health answers 503 for this long after start (model loading)
     seed: int = 0
     faults: FaultPlan | None = None
+    # What the "model" says: (request params, request headers) → its answer split into tokens, or None for filler
+    # words. The grading mode plugs in here.
+    respond: Callable[[dict, dict[bytes, bytes]], list[str] | None] | None = None
 
 
 class SimServer:
@@ -224,8 +228,10 @@ class SimServer:
                 f"{max_tokens} in the completion)."
             )
             return _send_json(sock, conn, 400, _error(msg, "BadRequestError", 400))
-        target = c.output_tokens
-        if c.output_jitter:
+        headers = dict(req.headers)
+        answer = c.respond(params, headers) if c.respond is not None else None
+        target = len(answer) if answer else c.output_tokens
+        if c.output_jitter and not answer:
             target = max(1, round(target * (1 + self._rng.uniform(-c.output_jitter, c.output_jitter))))
         sim = SimRequest(
             request_id=uuid.uuid4().hex,
@@ -234,7 +240,7 @@ class SimServer:
             target_tokens=target,
             ignore_eos=bool(params.get("ignore_eos", False)),
         )
-        fault = c.faults.choose(dict(req.headers).get(FAULT_HEADER)) if c.faults else None
+        fault = c.faults.choose(headers.get(FAULT_HEADER)) if c.faults else None
         if fault is not None and fault.http_status:
             status = fault.http_status
             extra = [(b"retry-after", b"1")] if status == 429 else []
@@ -247,7 +253,7 @@ class SimServer:
         include_usage, continuous = (
             usage_ok and bool(opts.get(k)) for k in ("include_usage", "continuous_usage_stats")
         )
-        call = _Call(sim, chat, c.model, include_usage, continuous)
+        call = _Call(sim, chat, c.model, include_usage, continuous, answer)
         if stream:
             self._stream(sock, conn, call, fault)
         else:
@@ -301,6 +307,7 @@ class _Call:
     pre-encoded pieces because this runs once per token on the simulator's hot path."""
 
     __slots__ = (
+        "_answer",
         "_head",
         "chat",
         "completion",
@@ -314,8 +321,16 @@ class _Call:
         "texts",
     )
 
-    def __init__(self, req: SimRequest, chat: bool, model: str, include_usage: bool, continuous: bool):
-        self.req, self.chat, self.model = req, chat, model
+    def __init__(
+        self,
+        req: SimRequest,
+        chat: bool,
+        model: str,
+        include_usage: bool,
+        continuous: bool,
+        answer: list[str] | None = None,
+    ):
+        self.req, self.chat, self.model, self._answer = req, chat, model, answer
         self.include_usage, self.continuous = include_usage, continuous
         self.id = ("chatcmpl-" if chat else "cmpl-") + req.request_id
         self.created = int(time.time())
@@ -330,7 +345,10 @@ class _Call:
 
     def account(self, em: Emission) -> str:
         n = self.completion
-        text = "".join(" " + _WORDS[(n + i) % len(_WORDS)] for i in range(em.tokens))
+        if self._answer:
+            text = "".join(self._answer[n : n + em.tokens])
+        else:
+            text = "".join(" " + _WORDS[(n + i) % len(_WORDS)] for i in range(em.tokens))
         self.completion += em.tokens
         self.texts.append(text)
         if em.finished:

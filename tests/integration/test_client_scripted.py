@@ -1,5 +1,6 @@
 """The streaming client against a real scripted SSE server that sends events at known times."""
 
+import itertools
 import json
 import socket
 
@@ -97,8 +98,7 @@ def send(base, script, endpoint="chat", **target):
         client.close()
 
 
-def test_every_event_is_stamped_as_it_arrives(server):
-    base, read_log = server
+def check_stamping(base, read_log):
     reply = send(base, "timed")
     r = reply.record
     assert r.outcome is Outcome.OK, r.error_message
@@ -115,14 +115,11 @@ def test_every_event_is_stamped_as_it_arrives(server):
     server_late = content_sent[0] - (received + content_at[0])
     assert abs((r.first_token - received) - 0.150) < 0.002 + server_late
     assert metrics.ttft(r) >= 0.150
-    # Every ITL gap matches the scripted gap, spread over the tokens each chunk carried.
+    # Every ITL gap matches the real gap, spread over the tokens each chunk carried.
     assert r.chunk_tokens == (1, 1, 3, 1)
     expected_itl = [0.020, 0.040 / 3, 0.040 / 3, 0.040 / 3, 0.050]
-    actual_itl = (
-        [content_sent[1] - content_sent[0]]
-        + [(content_sent[2] - content_sent[1]) / 3] * 3
-        + [content_sent[3] - content_sent[2]]
-    )
+    gaps = [b - a for a, b in itertools.pairwise(content_sent)]
+    actual_itl = [gaps[0], *[gaps[1] / 3] * 3, gaps[2]]
     for m, a, e in zip(metrics.itl(r), actual_itl, expected_itl, strict=True):
         assert abs(m - a) < 0.002
         assert abs(m - e) < 0.010  # and near the script itself (the server's own sleep accuracy)
@@ -130,6 +127,18 @@ def test_every_event_is_stamped_as_it_arrives(server):
     assert r.finish_reason == "stop"
     assert reply.text == "Hello world, how are you?"
     assert r.first_byte <= r.first_token <= r.last_token <= r.end
+
+
+def test_every_event_is_stamped_as_it_arrives(server):
+    # A client that buffers (e.g. 1 KiB reads) misses by tens of ms on every try. A shared, loaded CI machine
+    # can deschedule the client for a few ms once in a while, so one clean try out of three is required.
+    for attempt in range(3):
+        try:
+            check_stamping(*server)
+            return
+        except AssertionError:
+            if attempt == 2:
+                raise
 
 
 def test_reasoning_content_counts_as_the_first_token(server):
