@@ -18,6 +18,14 @@ def add_sim_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
     p.add_argument(f"--{prefix}output-tokens", type=int, default=128, help="tokens the model says before EOS")
     p.add_argument(f"--{prefix}stream-interval", type=int, default=1, help="tokens coalesced per chunk, like vLLM's")
     p.add_argument(f"--{prefix}seed", type=int, default=0)
+    p.add_argument(
+        f"--{prefix}profile",
+        default="",
+        help="simulate vLLM on this GPU (a10g, l4, l40s, rtx-pro-6000, rtx-pro-6000-mig-2g.48gb, or a YAML "
+        "path) instead of fixed latencies",
+    )
+    p.add_argument(f"--{prefix}model-profile", default="llama-3.1-8b-fp8", help="model profile (name or YAML path)")
+    p.add_argument(f"--{prefix}max-num-seqs", type=int, default=None, help="vLLM --max-num-seqs (profile engine)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,9 +52,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def sim_args_to_argv(values: dict, prefix: str = "") -> list[str]:
     """Inverse of add_sim_options for starting a simulator subprocess."""
     argv = []
-    for key in ("model", "ttft", "itl", "jitter", "output_tokens", "stream_interval", "seed"):
-        argv += [f"--{key.replace('_', '-')}", str(values[f"{prefix}{key}"])]
+    for key in (
+        "model",
+        "ttft",
+        "itl",
+        "jitter",
+        "output_tokens",
+        "stream_interval",
+        "seed",
+        "profile",
+        "model_profile",
+        "max_num_seqs",
+    ):
+        value = values[f"{prefix}{key}"]
+        if value not in (None, ""):
+            argv += [f"--{key.replace('_', '-')}", str(value)]
     return argv
+
+
+def build_sim_engine(args: argparse.Namespace):
+    """The fixed-latency engine, or with --profile the vLLM capacity model of that GPU."""
+    from slabench.sim.engine import FixedLatencyEngine
+
+    if not args.profile:
+        return FixedLatencyEngine(
+            ttft=args.ttft, itl=args.itl, jitter=args.jitter, seed=args.seed, stream_interval=args.stream_interval
+        )
+    from slabench.sim.profiles import build_engine, load_profile
+
+    overrides = {"stream_interval": args.stream_interval}
+    if args.max_num_seqs:
+        overrides["max_num_seqs"] = args.max_num_seqs
+    return build_engine(load_profile(args.profile, args.model_profile, overrides), seed=args.seed)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,7 +92,6 @@ def run(args: argparse.Namespace) -> int:
     monkey.patch_all()
     import gevent
 
-    from slabench.sim.engine import FixedLatencyEngine
     from slabench.sim.faults import FaultPlan, parse_fault_flags
     from slabench.sim.server import SimConfig, SimServer, watch_parent
 
@@ -69,9 +105,8 @@ def run(args: argparse.Namespace) -> int:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
             raise UserError(f"--api-key-env {args.api_key_env}: that environment variable is empty or unset")
-    engine = FixedLatencyEngine(
-        ttft=args.ttft, itl=args.itl, jitter=args.jitter, seed=args.seed, stream_interval=args.stream_interval
-    )
+    engine = build_sim_engine(args)
+    max_model_len = engine.config.max_model_len if args.profile else 32768
     faults = FaultPlan(parse_fault_flags(args.fault), args.stall_s, args.slow_start_s, args.seed)
     config = SimConfig(
         model=args.model,
@@ -80,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         load_time=args.load_time,
         seed=args.seed,
         faults=faults,
+        max_model_len=max_model_len,
     )
     try:
         server = SimServer(engine, config, host=args.host, port=args.port).start()

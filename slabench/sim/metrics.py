@@ -67,6 +67,36 @@ class SimMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.queue = Histogram(
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.prefill = Histogram(
+            "vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.decode = Histogram(
+            "vllm:request_decode_time_seconds",
+            "Histogram of time spent in DECODE phase for request.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.prefix_queries = Counter(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            labels,
+            registry=r,
+        )
+        self.prefix_hits = Counter(
+            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", labels, registry=r
+        )
         self.e2e = Histogram(
             "vllm:e2e_request_latency_seconds",
             "Histogram of e2e request latency in seconds.",
@@ -76,7 +106,7 @@ class SimMetrics:
         )
         # Not a vLLM metric: lets tests prove that every request the server saw has exactly one record.
         self.received = Counter("slabench_sim_requests_received", "Completion requests received.", registry=r)
-        self._preempted_seen = 0.0
+        self._seen: dict[str, float] = {}
         # Labelled children resolved once: observe() runs per token.
         self._ttft, self._itl, self._e2e = (h.labels(model) for h in (self.ttft, self.itl, self.e2e))
 
@@ -84,10 +114,22 @@ class SimMetrics:
         for k, g in self.gauges.items():
             if k in stats:
                 g.labels(self._model).set(stats[k])
-        total = stats.get("num_preemptions_total")
-        if total is not None and total > self._preempted_seen:
-            self.preemptions.labels(self._model).inc(total - self._preempted_seen)
-            self._preempted_seen = total
+        # The engine keeps running totals; Prometheus counters take the increments.
+        for key, counter in (
+            ("num_preemptions_total", self.preemptions),
+            ("prefix_cache_queries_total", self.prefix_queries),
+            ("prefix_cache_hits_total", self.prefix_hits),
+        ):
+            total = stats.get(key)
+            if total is not None and total > self._seen.get(key, 0.0):
+                counter.labels(self._model).inc(total - self._seen.get(key, 0.0))
+                self._seen[key] = total
+
+    def observe_phases(self, timings: Any) -> None:
+        for t in timings:
+            self.queue.labels(self._model).observe(t.queue_time)
+            self.prefill.labels(self._model).observe(t.prefill_time)
+            self.decode.labels(self._model).observe(t.decode_time)
 
     def observe_token(self, call: Any, now: float, start: float, last: float | None) -> None:
         if last is None:

@@ -134,11 +134,14 @@ class SimServer:
                 if q is not None:
                     q.put(em)
             self.metrics.set_gauges(engine.stats())
+            pop_finished = getattr(engine, "pop_finished", None)  # engines that model vLLM's request phases
+            if pop_finished is not None:
+                self.metrics.observe_phases(pop_finished())
 
     def _submit(self, req: SimRequest) -> gevent.queue.Queue:
         q: gevent.queue.Queue = gevent.queue.Queue()
+        self.engine.add(req, time.perf_counter())  # may raise ValueError (too long for the KV cache)
         self._streams[req.request_id] = q
-        self.engine.add(req, time.perf_counter())
         self._wake.set()
         return q
 
@@ -233,12 +236,15 @@ class SimServer:
         target = len(answer) if answer else c.output_tokens
         if c.output_jitter and not answer:
             target = max(1, round(target * (1 + self._rng.uniform(-c.output_jitter, c.output_jitter))))
+        prefix = _shared_prefix(params) if chat else ""
         sim = SimRequest(
             request_id=uuid.uuid4().hex,
             prompt_tokens=prompt_tokens,
             max_tokens=max_tokens,
             target_tokens=target,
             ignore_eos=bool(params.get("ignore_eos", False)),
+            prefix_key=str(hash(prefix)) if prefix else None,
+            prefix_tokens=estimate_tokens(prefix) if prefix else 0,
         )
         fault = c.faults.choose(headers.get(FAULT_HEADER)) if c.faults else None
         if fault is not None and fault.http_status:
@@ -254,15 +260,19 @@ class SimServer:
             usage_ok and bool(opts.get(k)) for k in ("include_usage", "continuous_usage_stats")
         )
         call = _Call(sim, chat, c.model, include_usage, continuous, answer)
-        if stream:
-            self._stream(sock, conn, call, fault)
-        else:
-            self._unary(sock, conn, call)
-
-    def _run(self, call: _Call):
-        """Yield emissions for one request until it finishes; abort it in the engine if the caller goes away."""
         start = time.perf_counter()
-        q = self._submit(call.req)
+        try:
+            q = self._submit(sim)
+        except ValueError as e:  # e.g. longer than the whole KV cache: vLLM rejects it up front
+            return _send_json(sock, conn, 400, _error(str(e), "BadRequestError", 400))
+        emissions = self._run(call, q, start)
+        if stream:
+            self._stream(sock, conn, call, emissions, fault)
+        else:
+            self._unary(sock, conn, call, emissions)
+
+    def _run(self, call: _Call, q: gevent.queue.Queue, start: float):
+        """Yield emissions for one request until it finishes; abort it in the engine if the caller goes away."""
         finished = False
         last = None
         try:
@@ -277,12 +287,12 @@ class SimServer:
         finally:
             self._release(call.req.request_id, finished)
 
-    def _stream(self, sock: Any, conn: h11.Connection, call: _Call, fault: Fault | None = None) -> None:
+    def _stream(self, sock: Any, conn: h11.Connection, call: _Call, emissions: Any, fault: Fault | None) -> None:
         headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
         sock.sendall(conn.send(h11.Response(status_code=200, headers=headers)))
         # Mid-stream faults strike once half of the expected tokens are out.
         strike = max(1, min(call.req.target_tokens, call.req.max_tokens) // 2) if fault else None
-        for em in self._run(call):
+        for em in emissions:
             sock.sendall(conn.send(h11.Data(data=call.chunk_events(em))))
             if strike is not None and call.completion >= strike:
                 strike = None
@@ -296,8 +306,8 @@ class SimServer:
         sock.sendall(conn.send(h11.Data(data=call.final_events())))
         sock.sendall(conn.send(h11.EndOfMessage()))
 
-    def _unary(self, sock: Any, conn: h11.Connection, call: _Call) -> None:
-        for em in self._run(call):
+    def _unary(self, sock: Any, conn: h11.Connection, call: _Call, emissions: Any) -> None:
+        for em in emissions:
             call.account(em)
         _send_json(sock, conn, 200, call.unary_body())
 
@@ -403,6 +413,12 @@ class _Call:
             "choices": [choice],
             "usage": self.usage(),
         }
+
+
+def _shared_prefix(params: dict) -> str:
+    """The system message: what requests of one tenant share, so a prefix cache can hit on it."""
+    first = params["messages"][0]
+    return str(first.get("content", "")) if first.get("role") == "system" else ""
 
 
 def _prompt_text(params: dict, chat: bool) -> str:

@@ -1,0 +1,282 @@
+"""GPU and model profiles for the vLLM capacity model, and the memory arithmetic vLLM does at start-up.
+
+A profile is a YAML file with `kind: gpu` or `kind: model`. The built-in ones live in `profiles/` beside this module
+(FLEET.md's cards and a few Llama/Qwen-shaped models); a user adds one by passing a path instead of a name.
+
+    cfg = load_profile("l4")                       # reference model: 8B, FP8 weights, bf16 KV (128 KiB/token)
+    cfg = load_profile("my-card.yaml", "my-model.yaml", engine={"max_num_seqs": 64})
+    engine = build_engine(cfg, seed=1)
+
+KV capacity, as vLLM computes it when it profiles memory at start-up:
+    memory × gpu_memory_utilization − weights − peak activation (∝ max_num_batched_tokens) − fixed reserve
+    (CUDA context, CUDA graphs, non-torch allocations), divided into blocks of `block_size` tokens of
+    2 · layers · kv_heads · head_dim · dtype bytes each.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+
+from slabench.config import StrictModel, load_model, load_yaml, validate_data
+from slabench.errors import UserError
+
+if TYPE_CHECKING:
+    from slabench.sim.vllm_engine import VllmEngine
+
+MiB = 1024**2
+GiB = 1024**3
+PROFILE_DIR = Path(__file__).with_name("profiles")
+DEFAULT_MODEL = "llama-3.1-8b-fp8"
+# vLLM picks bigger batch defaults on cards with ≥ 70 GiB (vllm/engine/arg_utils.py, get_batch_defaults,
+# OpenAI API server context): 8192 batched tokens / 1024 sequences, else 2048 / 256.
+_LARGE_CARD_BYTES = 70 * GiB
+
+
+class EngineOptions(StrictModel):
+    """vLLM's serving flags that shape capacity. None means "vLLM's default" (resolved in `EngineConfig`)."""
+
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    max_num_seqs: PositiveInt | None = None
+    max_num_batched_tokens: PositiveInt | None = None
+    max_model_len: PositiveInt | None = None
+    block_size: Literal[8, 16, 32, 64, 128] = 16
+    # vLLM's --num-gpu-blocks-override: a fixed KV cache size instead of the memory arithmetic (tests, what-ifs).
+    num_gpu_blocks_override: PositiveInt | None = None
+    enable_prefix_caching: bool = True
+    stream_interval: PositiveInt = 1
+    # Multiplicative uniform noise on each step's duration (±fraction), seeded: repeats differ like real runs.
+    step_time_jitter: float = Field(0.0, ge=0, lt=1)
+
+
+class GpuProfile(StrictModel):
+    kind: Literal["gpu"]
+    name: str = Field(min_length=1)
+    description: str = ""
+    source: str = Field(min_length=1, description="where the figures come from (they are approximate)")
+    instances: tuple[str, ...] = ()
+    karpenter_gpu_name: str | None = None
+    memory_mib: PositiveInt
+    memory_bandwidth_gb_s: PositiveFloat
+    dense_bf16_tflops: PositiveFloat
+    # Achieved fractions of the peaks: prefill GEMMs reach about half the dense tensor peak, decode about 80%
+    # of memory bandwidth (modelling assumptions, stated in docs/simulator.md).
+    compute_efficiency: float = Field(0.5, gt=0, le=1)
+    bandwidth_efficiency: float = Field(0.8, gt=0, le=1)
+    # Per-step fixed cost: scheduler, input preparation, kernel launches/graph replay, sampling.
+    step_overhead_ms: NonNegativeFloat = 4.0
+    # Memory vLLM cannot give to the KV cache besides weights and activations: CUDA graphs, non-torch allocations.
+    reserved_mib: NonNegativeInt = 1536
+    engine: EngineOptions = EngineOptions()  # this card's deployment flags (defaults: vLLM's)
+
+
+class ModelProfile(StrictModel):
+    kind: Literal["model"]
+    name: str = Field(min_length=1)
+    description: str = ""
+    source: str = Field(min_length=1)
+    params_b: PositiveFloat = Field(description="parameters, billions")
+    weight_bytes_per_param: PositiveFloat = Field(description="1 for FP8, 2 for bf16, ~0.5 for 4-bit")
+    num_layers: PositiveInt
+    num_attention_heads: PositiveInt
+    num_kv_heads: PositiveInt
+    head_dim: PositiveInt
+    kv_cache_dtype_bytes: Literal[1, 2, 4] = 2
+    # Peak activation memory vLLM's profiling run sees, per token of max_num_batched_tokens.
+    activation_kib_per_batched_token: NonNegativeFloat = 192.0
+    max_model_len: PositiveInt
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> ModelProfile:
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_attention_heads ({self.num_attention_heads}) must be a multiple of num_kv_heads "
+                f"({self.num_kv_heads}) — grouped-query attention shares each KV head among whole query heads"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """A GPU, a model and vLLM's flags, resolved; the derived figures the engine runs on."""
+
+    gpu: GpuProfile
+    model: ModelProfile
+    options: EngineOptions
+
+    # -- resolved flags (vLLM's defaults where the options say None)
+    @property
+    def _large_card(self) -> bool:
+        return self.gpu.memory_mib * MiB >= _LARGE_CARD_BYTES
+
+    @property
+    def max_num_seqs(self) -> int:
+        return self.options.max_num_seqs or (1024 if self._large_card else 256)
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.options.max_num_batched_tokens or (8192 if self._large_card else 2048)
+
+    @property
+    def max_model_len(self) -> int:
+        return self.options.max_model_len or self.model.max_model_len
+
+    @property
+    def block_size(self) -> int:
+        return self.options.block_size
+
+    # -- memory
+    @property
+    def weight_bytes(self) -> float:
+        return self.model.params_b * 1e9 * self.model.weight_bytes_per_param
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        m = self.model
+        return 2 * m.num_layers * m.num_kv_heads * m.head_dim * m.kv_cache_dtype_bytes  # K and V
+
+    @property
+    def activation_bytes(self) -> float:
+        return self.model.activation_kib_per_batched_token * 1024 * self.max_num_batched_tokens
+
+    @property
+    def kv_budget_bytes(self) -> float:
+        usable = self.gpu.memory_mib * MiB * self.options.gpu_memory_utilization
+        return usable - self.weight_bytes - self.activation_bytes - self.gpu.reserved_mib * MiB
+
+    @cached_property
+    def num_gpu_blocks(self) -> int:
+        if self.options.num_gpu_blocks_override:
+            return self.options.num_gpu_blocks_override
+        return max(0, math.floor(self.kv_budget_bytes / (self.block_size * self.kv_bytes_per_token)))
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.num_gpu_blocks * self.block_size
+
+    # -- roofline
+    @property
+    def flops_per_token(self) -> float:
+        return 2.0 * self.model.params_b * 1e9
+
+    @property
+    def attention_flops_per_pair(self) -> float:
+        """FLOPs of QKᵀ and PV for one (query token, context token) pair, over all layers and heads."""
+        m = self.model
+        return 4.0 * m.num_layers * m.num_attention_heads * m.head_dim
+
+    @property
+    def effective_flops(self) -> float:
+        return self.gpu.dense_bf16_tflops * 1e12 * self.gpu.compute_efficiency
+
+    @property
+    def effective_bandwidth(self) -> float:
+        return self.gpu.memory_bandwidth_gb_s * 1e9 * self.gpu.bandwidth_efficiency
+
+    @property
+    def step_overhead_s(self) -> float:
+        return self.gpu.step_overhead_ms / 1000.0
+
+    def check(self) -> EngineConfig:
+        """vLLM's start-up refusals, as user errors that say what to change."""
+        where = f"profile {self.gpu.name} + {self.model.name}"
+        if self.kv_budget_bytes <= 0:
+            raise UserError(
+                f"{where}: the model does not fit: {self.weight_bytes / GiB:.1f} GiB of weights + "
+                f"{(self.activation_bytes + self.gpu.reserved_mib * MiB) / GiB:.1f} GiB reserve > "
+                f"{self.gpu.memory_mib * self.options.gpu_memory_utilization / 1024:.1f} GiB usable — pick a larger "
+                "GPU profile, a smaller or more quantised model, or raise gpu_memory_utilization"
+            )
+        if self.kv_capacity_tokens < self.max_model_len:
+            raise UserError(
+                f"{where}: max_model_len {self.max_model_len} needs more KV cache than the "
+                f"{self.kv_capacity_tokens} tokens that fit — lower max_model_len (engine option) to at most "
+                f"{self.kv_capacity_tokens}, or raise gpu_memory_utilization"
+            )
+        return self
+
+    def summary(self) -> dict[str, Any]:
+        """The figures worth printing next to any result produced with this config."""
+        return {
+            "gpu": self.gpu.name,
+            "model": self.model.name,
+            "weights_gib": round(self.weight_bytes / GiB, 2),
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_budget_gib": round(self.kv_budget_bytes / GiB, 2),
+            "num_gpu_blocks": self.num_gpu_blocks,
+            "kv_capacity_tokens": self.kv_capacity_tokens,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_model_len": self.max_model_len,
+            "enable_prefix_caching": self.options.enable_prefix_caching,
+        }
+
+
+def available_profiles(kind: Literal["gpu", "model"]) -> list[str]:
+    """Names of the built-in profiles of one kind."""
+    out = []
+    for p in sorted(PROFILE_DIR.glob("*.yaml")):
+        data, _ = load_yaml(p)
+        if isinstance(data, dict) and data.get("kind") == kind:
+            out.append(p.stem)
+    return out
+
+
+def _is_path(ref: str | Path) -> bool:
+    s = str(ref)
+    return isinstance(ref, Path) or s.endswith((".yaml", ".yml")) or "/" in s or "\\" in s
+
+
+def _load_kind(ref: str | Path, kind: Literal["gpu", "model"], cls: type[GpuProfile] | type[ModelProfile]):
+    if _is_path(ref):
+        path = Path(ref)
+    else:
+        path = PROFILE_DIR / f"{ref}.yaml"
+        names = available_profiles(kind)
+        if str(ref) not in names:
+            raise UserError(
+                f"unknown {kind} profile {str(ref)!r} — built-in {kind} profiles: {', '.join(names)}; "
+                "or pass the path of a YAML profile file"
+            )
+    data, lines = load_yaml(path)
+    found = data.get("kind") if isinstance(data, dict) else None
+    if found != kind:
+        line = lines.get(("kind",), 1)
+        raise UserError(
+            f"{path}:{line}: kind: expected {kind!r} here but the file says {found!r} — "
+            f"pass a `kind: {kind}` profile (see {PROFILE_DIR} for examples)"
+        )
+    return load_model(path, cls)
+
+
+def load_gpu_profile(ref: str | Path) -> GpuProfile:
+    return _load_kind(ref, "gpu", GpuProfile)
+
+
+def load_model_profile(ref: str | Path) -> ModelProfile:
+    return _load_kind(ref, "model", ModelProfile)
+
+
+def load_profile(
+    gpu: str | Path, model: str | Path = DEFAULT_MODEL, engine: dict[str, Any] | None = None
+) -> EngineConfig:
+    """Resolve a GPU profile and a model profile (built-in name or YAML path) into a checked EngineConfig.
+
+    `engine` overrides vLLM flags (keys of `EngineOptions`) on top of the GPU profile's own `engine:` section.
+    """
+    g = load_gpu_profile(gpu)
+    m = load_model_profile(model)
+    merged = {**g.engine.model_dump(exclude_unset=True), **(engine or {})}
+    options = validate_data(merged, EngineOptions, "engine options")
+    return EngineConfig(gpu=g, model=m, options=options).check()
+
+
+def build_engine(config: EngineConfig, seed: int = 0) -> VllmEngine:
+    from slabench.sim.vllm_engine import VllmEngine
+
+    return VllmEngine(config, seed=seed)

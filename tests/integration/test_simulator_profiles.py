@@ -1,0 +1,44 @@
+"""The simulator as a vLLM capacity model, served over HTTP: its /metrics agree with the harness's records."""
+
+from slabench.record import Outcome
+from slabench.sinks import read_records
+from tests.locust_run import ROOT, run_locust, scrape
+
+
+def test_profile_engine_metrics_agree_with_records(simulator, tmp_path):
+    url = simulator("--profile", "l4")
+    records_path = tmp_path / "r.jsonl"
+    res = run_locust(
+        "-f",
+        str(ROOT / "locustfiles" / "chat_replay.py"),
+        "--host",
+        url,
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "3s",
+        "--stop-timeout",
+        "20",
+        "--max-tokens",
+        "24",
+        "--prompt-tokens",
+        "300",
+        "--records",
+        str(records_path),
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    records = read_records(records_path)
+    assert records and all(r.outcome is Outcome.OK for r in records)
+    m = scrape(url)
+    assert m["vllm:request_success_total"] == len(records)
+    assert m["vllm:prompt_tokens_total"] == sum(r.prompt_tokens for r in records)
+    assert m["vllm:generation_tokens_total"] == sum(r.completion_tokens for r in records)
+    assert m["vllm:request_queue_time_seconds_count"] == len(records)
+    assert m["vllm:request_prefill_time_seconds_sum"] > 0
+    assert m["vllm:num_requests_running"] == 0
+    # Client TTFT includes the server's queue + prefill, so it is never below the server's own view.
+    client_ttft = sum(r.first_token - r.sent for r in records) / len(records)
+    server_ttft = m["vllm:time_to_first_token_seconds_sum"] / m["vllm:time_to_first_token_seconds_count"]
+    assert client_ttft >= server_ttft
