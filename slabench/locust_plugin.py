@@ -9,6 +9,7 @@ waits for each worker's final batch, so the record count equals the count of req
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +34,9 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from slabench import metrics
 from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url
 from slabench.errors import UserError
-from slabench.record import Outcome, RequestRecord
+from slabench.record import ErrorCategory, Outcome, RequestRecord
 from slabench.sim.cli import add_sim_options, sim_args_to_argv
-from slabench.sinks import RecordSink, open_sink
+from slabench.sinks import JsonlSink, RecordSink, open_sink
 
 log = logging.getLogger("slabench")
 
@@ -42,6 +44,7 @@ MSG_RUN = "slabench:run"  # master → workers: the run id
 MSG_STOP = "slabench:stop"  # master → workers: stop users now and ship everything
 MSG_RECORDS = "slabench:records"  # worker → master: a batch of records
 MSG_FINAL = "slabench:final"  # worker → master: nothing more will come (with the worker's total)
+MSG_ACK = "slabench:ack"  # master → worker: final batch received; the worker may drop its spool
 SHIP_INTERVAL_S = 0.5
 FINAL_WAIT_S = 30.0
 
@@ -69,6 +72,11 @@ def add_options(parser: Any) -> None:
     g.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect")
     g.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without a byte before giving up")
     g.add_argument("--request-timeout", type=float, default=900.0, help="seconds for a whole request")
+    g.add_argument(
+        "--spool-dir",
+        default=".slabench-spool",
+        help="workers keep a copy of every shipped batch here until the master confirms the run's end",
+    )
     s = parser.add_argument_group("slabench embedded simulator (used when no --host is given)")
     add_sim_options(s, prefix="sim-")
 
@@ -94,6 +102,17 @@ class RecordHub:
         self.outcomes: Counter[str] = Counter()
         self.finals: dict[str, int] = {}
         self.received = 0
+        # Master/local: called with every record as it is stored (the live web view subscribes here).
+        self.listeners: list[Callable[[RequestRecord], None]] = []
+        # Master: called with (worker_id, last_seen_wall) when a worker stops answering (e.g. the burst shape
+        # accounts its unsent share).
+        self.lost_listeners: list[Callable[[str, float], None]] = []
+        # Worker: requests in flight now (shipped with every batch); master: the last such list per worker.
+        self.inflight: dict[int, dict[str, Any]] = {}
+        self.inflight_seen: dict[str, list[dict[str, Any]]] = {}
+        self.lost_workers: dict[str, dict[str, Any]] = {}
+        self._inflight_seq = 0
+        self._spool: JsonlSink | None = None
         self._user_seq = 0
         self._model: str | None = self.opts.model or None
         self._model_lock = gevent.lock.Semaphore()
@@ -105,6 +124,7 @@ class RecordHub:
         if self.is_worker:
             self.runner.register_message(MSG_RUN, self._on_run)
             self.runner.register_message(MSG_STOP, self._on_stop_request)
+            self.runner.register_message(MSG_ACK, self._on_ack)
         if self.is_master:
             self.runner.register_message(MSG_RECORDS, self._on_records)
             self.runner.register_message(MSG_FINAL, self._on_final)
@@ -141,6 +161,7 @@ class RecordHub:
         """Master or local runner, at test start: a new run id and sink, announced to the workers."""
         self.run_id = self.opts.run_id or new_run_id()
         self.emitted, self.received, self.outcomes, self.finals = 0, 0, Counter(), {}
+        self.inflight_seen, self.lost_workers = {}, {}
         path = self.opts.records or f"runs/{self.run_id}/records.jsonl"
         self.sink = open_sink(path)
         if self.is_master:
@@ -150,6 +171,8 @@ class RecordHub:
     def _on_run(self, msg: Any, **_: Any) -> None:
         self.run_id = msg.data["run_id"]
         self.emitted, self.batch = 0, []
+        spool = Path(self.opts.spool_dir) / self.run_id / f"{self.worker_id}.jsonl"
+        self._spool = JsonlSink(spool)
         self._start_pump()
 
     def _start_pump(self) -> None:
@@ -157,18 +180,46 @@ class RecordHub:
             self._pump = gevent.spawn(self._pump_loop)
 
     def _pump_loop(self) -> None:
-        """Worker: ship batches; master/local: flush the sink (≥ once a second)."""
+        """Worker: ship batches; master/local: flush the sink (≥ once a second) and watch for lost workers."""
         while True:
             gevent.sleep(SHIP_INTERVAL_S)
             if self.is_worker:
                 self.ship()
-            elif self.sink is not None:
+                continue
+            if self.sink is not None:
                 self.sink.flush()
+            if self.is_master:
+                for c in self.runner.clients.all:
+                    if c.state == STATE_MISSING and c.id not in self.lost_workers:
+                        self._worker_lost(c.id)
 
     def ship(self) -> None:
-        if self.batch:
+        """Worker: send the records made since the last ship, with what is in flight now; spool them first, so a
+        dead master loses nothing measured."""
+        if self.batch or self.inflight:
             batch, self.batch = self.batch, []
-            self.runner.send_message(MSG_RECORDS, {"records": batch})
+            if self._spool is not None and batch:
+                self._spool.write_dicts(batch)
+                self._spool.flush()
+            self.runner.send_message(MSG_RECORDS, {"records": batch, "inflight": list(self.inflight.values())})
+
+    def _on_ack(self, msg: Any, **_: Any) -> None:
+        if self._spool is not None:
+            self._spool.close()
+            self._spool.path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # leave the folders tidy when this was the last spool in them
+                self._spool.path.parent.rmdir()
+                self._spool.path.parent.parent.rmdir()
+            self._spool = None
+
+    def begin(self, meta: RecordMeta) -> int:
+        """A request is about to go out (worker: reported to the master with the next batch)."""
+        self._inflight_seq += 1
+        self.inflight[self._inflight_seq] = {"started_wall": time.time(), **asdict(meta)}
+        return self._inflight_seq
+
+    def end(self, token: int) -> None:
+        self.inflight.pop(token, None)
 
     # -- records ---------------------------------------------------------------------------------------------
     def emit(self, record: RequestRecord) -> None:
@@ -178,19 +229,55 @@ class RecordHub:
         fire_locust_events(self.env, record)
         if self.is_worker:
             self.batch.append(record.to_dict())
-        elif self.sink is not None:
-            self.sink.write((record,))
+        else:
+            self._store([record], counted=True)
+
+    def _store(self, records: list[RequestRecord], counted: bool = False) -> None:
+        """Master/local: into the sink, to the listeners."""
+        if not counted:
+            for r in records:
+                self.outcomes[r.error_category or r.outcome] += 1
+        if self.sink is not None:
+            self.sink.write(records)
+        for listener in self.listeners:
+            for r in records:
+                listener(r)
 
     def _on_records(self, msg: Any, **_: Any) -> None:
         records = [RequestRecord.from_dict(d) for d in msg.data["records"]]
         self.received += len(records)
-        for r in records:
-            self.outcomes[r.error_category or r.outcome] += 1
-        if self.sink is not None:
-            self.sink.write(records)
+        self.inflight_seen[msg.node_id] = msg.data.get("inflight", [])
+        self._store(records)
 
     def _on_final(self, msg: Any, **_: Any) -> None:
         self.finals[msg.node_id] = msg.data["count"]
+        self.runner.send_message(MSG_ACK, None, client_id=msg.node_id)
+
+    def _worker_lost(self, worker_id: str) -> None:
+        """A worker stopped answering: what it had in flight (as of its last batch) is recorded as lost with it,
+        so it is accounted for, not silently missing. Its shipped records are already in the sink."""
+        inflight = self.inflight_seen.pop(worker_id, [])
+        lost = [
+            RequestRecord(
+                request_id=f"lost-{uuid.uuid4().hex}",
+                wall_sent=m.pop("started_wall"),
+                outcome=Outcome.DROPPED,
+                error_category=ErrorCategory.LOST_WITH_WORKER,
+                error_message="the worker stopped answering while this request was in flight",
+                **m,
+            )
+            for m in inflight
+        ]
+        self._store(lost)
+        self.lost_workers[worker_id] = {"lost_at_wall": time.time(), "lost_in_flight": len(lost)}
+        log.error(
+            "slabench: worker %s stopped answering; %d in-flight request(s) recorded as lost_with_worker; "
+            "the run is degraded",
+            worker_id,
+            len(lost),
+        )
+        for listener in self.lost_listeners:
+            listener(worker_id, time.time())
 
     # -- stopping --------------------------------------------------------------------------------------------
     def on_test_stopping(self) -> None:
@@ -202,9 +289,12 @@ class RecordHub:
         deadline = time.monotonic() + FINAL_WAIT_S + (self.env.stop_timeout or 0)
         while not waiting <= set(self.finals) and time.monotonic() < deadline:
             gevent.sleep(0.05)
-        missing = waiting - set(self.finals)
-        if missing:
-            log.error("slabench: no final record batch from worker(s) %s; their unshipped records are lost", missing)
+        self.missing_finals = sorted(waiting - set(self.finals))
+        if self.missing_finals:
+            log.error(
+                "slabench: no final record batch from worker(s) %s; their unshipped records are lost",
+                self.missing_finals,
+            )
 
     def _on_stop_request(self, msg: Any, **_: Any) -> None:
         self.runner.stop()  # kills users (in-flight requests become `dropped` records), fires test_stop → finish
@@ -218,8 +308,24 @@ class RecordHub:
             self._pump.kill()
         if self.sink is not None:
             self.sink.close()
+            self.write_status()
             log.info("slabench: %s", summary_line(self.sink.count, self.sink.path, self.outcomes))
             self.sink = None
+
+    def write_status(self) -> None:
+        """`run_status.json` beside the records: counts, and whether the run is degraded (a worker was lost)."""
+        missing = getattr(self, "missing_finals", [])
+        status = {
+            "schema_version": 1,
+            "run_id": self.run_id,
+            "records": self.sink.count,
+            "outcomes": {str(k): v for k, v in self.outcomes.items()},
+            "degraded": bool(self.lost_workers or missing),
+            "lost_workers": self.lost_workers,
+            "workers_without_final_batch": missing,
+        }
+        path = self.sink.path.parent / "run_status.json"
+        path.write_text(json.dumps(status, indent=2) + "\n")
 
 
 def summary_line(count: int, path: Path, outcomes: Counter) -> str:
@@ -391,13 +497,16 @@ class LLMUser(User):
         """Send one request and emit its record (exactly once, even if the user is stopped mid-stream).
         `grade(text) -> dict` adds quality fields to the record."""
         endpoint = "chat" if "messages" in body else "completions"
-        reply = self.llm.send(
-            endpoint, body, self.hub.meta(self.user_id, **meta), on_cancel=self.hub.emit, headers=headers
-        )
-        record = reply.record
-        if grade is not None and record.outcome is not Outcome.ERROR:
-            record = record.replace(**grade(reply.text))
-        self.hub.emit(record)
+        meta_ = self.hub.meta(self.user_id, **meta)
+        token = self.hub.begin(meta_)
+        try:
+            reply = self.llm.send(endpoint, body, meta_, on_cancel=self.hub.emit, headers=headers)
+            record = reply.record
+            if grade is not None and record.outcome is not Outcome.ERROR:
+                record = record.replace(**grade(reply.text))
+            self.hub.emit(record)
+        finally:
+            self.hub.end(token)
         if record.error_category == "connect":
             gevent.sleep(self.error_backoff_s)
         return record

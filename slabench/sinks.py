@@ -42,8 +42,11 @@ class JsonlSink:
         self.count = 0
 
     def write(self, records: Iterable[RequestRecord]) -> None:
-        for r in records:
-            self._f.write(json.dumps(r.to_dict(), separators=(",", ":")) + "\n")
+        self.write_dicts(r.to_dict() for r in records)
+
+    def write_dicts(self, rows: Iterable[dict]) -> None:
+        for row in rows:
+            self._f.write(json.dumps(row, separators=(",", ":")) + "\n")
             self.count += 1
         if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
             self.flush()
