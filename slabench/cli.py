@@ -8,11 +8,15 @@ import sys
 
 from slabench.errors import UserError
 
-# module path → exposes add_parser(subparsers); each parser sets `func(args) -> int`.
-COMMAND_MODULES = [
-    "slabench.sim.cli",
-    "slabench.fleet.cli",
-]
+# subcommand → module exposing add_parser(subparsers); each parser sets `func(args) -> int`. Only the module of
+# the command being run is imported (a no-op `weights hydrate` in an init container must start fast).
+COMMANDS = {
+    "simulate": "slabench.sim.cli",
+    "dataset": "slabench.workload.cli",
+    "fleet": "slabench.fleet.cli",
+    "weights": "slabench.weights.cli",
+    "results": "slabench.results_upload",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -22,16 +26,19 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(UserError.exit_code)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="slabench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).add_parser(sub)
+    for name, module in COMMANDS.items():
+        if command in (None, name):
+            importlib.import_module(module).add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = argv[0] if argv and argv[0] in COMMANDS else None
+    args = build_parser(command).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except UserError as e:
