@@ -16,6 +16,7 @@ COMMANDS = {
     "fleet": "slabench.fleet.cli",
     "weights": "slabench.weights.cli",
     "results": "slabench.results_upload",
+    "deploy": "slabench.deploy.cli",
 }
 
 

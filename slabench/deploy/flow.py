@@ -1,0 +1,131 @@
+"""The deploy sequence: render → namespace → serving release → ready → Locust Job → verdict → results → uninstall.
+
+Helm, the Kubernetes API and S3 come in as objects so the order of calls can be checked against a fake API server.
+Progress goes to `log` (stderr); only a dry run writes to `out` (the rendered manifests, exactly `helm template`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from slabench.deploy.errors import DeployFailed
+from slabench.deploy.kube import READINESS_GATE_LABEL, Kube, exit_code_of
+from slabench.deploy.manifests import Rendered, target_host
+from slabench.deploy.plan import DeployPlan, locust_values, serving_values
+from slabench.errors import UserError
+
+Fetch = Callable[[Any, Path], list[Path]]
+LOG_TAIL_LINES = 40
+
+
+@dataclass(frozen=True)
+class Charts:
+    """Values and `helm template` output of both charts for one plan."""
+
+    serving_values: dict
+    serving: Rendered
+    locust_values: dict
+    locust: Rendered
+
+    @property
+    def text(self) -> str:
+        return self.serving.text + self.locust.text
+
+
+def render(plan: DeployPlan, helm: Any) -> Charts:
+    """Both charts as `helm template` renders them with this plan's values (the Locust target comes from the
+    serving chart's own Service)."""
+    sv = serving_values(plan)
+    serving = Rendered(
+        plan.serving_chart.name, helm.template(plan.serving_release, plan.serving_chart, sv, plan.namespace)
+    )
+    lv = locust_values(plan, target_host(serving, plan.namespace))
+    locust = Rendered(plan.locust_chart.name, helm.template(plan.locust_release, plan.locust_chart, lv, plan.namespace))
+    return Charts(sv, serving, lv, locust)
+
+
+def _wait(what: str, check: Callable[[], tuple[bool, str]], timeout_s: float, poll_s: float, log: TextIO) -> str:
+    """Poll `check` until it reports done; print each change of state; DeployFailed on timeout."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while True:
+        done, summary = check()
+        if summary != last:
+            print(f"deploy: {what}: {summary}", file=log, flush=True)
+            last = summary
+        if done:
+            return summary
+        if time.monotonic() >= deadline:
+            raise DeployFailed(f"{what}: still '{summary}' after {timeout_s:.0f} s — see kubectl describe/logs")
+        time.sleep(poll_s)
+
+
+def run(plan: DeployPlan, helm: Any, kube: Kube, fetch: Fetch | None, log: TextIO) -> int:
+    """Deploy, run, grade, clean up. Returns the Locust Job's exit code (the verdict)."""
+    charts = render(plan, helm)
+    deployment = charts.serving.name("Deployment", "server")
+    job = charts.locust.name("Job", "master")
+
+    done = kube.ensure_namespace(plan.namespace, {READINESS_GATE_LABEL: "enabled"})
+    print(f"deploy: namespace {plan.namespace}: {done} (ALB pod readiness gates on)", file=log)
+    if plan.api_key_secret and not kube.secret_exists(plan.namespace, plan.api_key_secret):
+        raise UserError(
+            f"--api-key-secret: no Secret {plan.api_key_secret!r} in namespace {plan.namespace} — create it: "
+            f"kubectl -n {plan.namespace} create secret generic {plan.api_key_secret} --from-literal=api-key=..."
+        )
+
+    installed: list[str] = []
+    try:
+        print(f"deploy: installing {plan.serving_release} ({plan.serving_chart})", file=log)
+        installed.append(plan.serving_release)
+        helm.upgrade_install(plan.serving_release, plan.serving_chart, charts.serving_values, plan.namespace)
+
+        def ready() -> tuple[bool, str]:
+            r = kube.rollout(plan.namespace, deployment)
+            return r.ready, r.summary
+
+        _wait(f"deployment/{deployment}", ready, plan.ready_timeout_s, plan.poll_interval_s, log)
+
+        # A Job's pod template is immutable: a run is always a fresh release, never an upgrade of the last one.
+        helm.uninstall(plan.locust_release, plan.namespace)
+        print(f"deploy: starting the {plan.kind} run {plan.run_id} ({plan.locust_release})", file=log)
+        installed.append(plan.locust_release)
+        helm.upgrade_install(plan.locust_release, plan.locust_chart, charts.locust_values, plan.namespace)
+
+        def finished() -> tuple[bool, str]:
+            s = kube.job_state(plan.namespace, job)
+            return s.done, s.reason
+
+        _wait(f"job/{job}", finished, plan.run_timeout_s, plan.poll_interval_s, log)
+        code = _verdict(plan, kube, job, log)
+        if plan.run_results and fetch is not None:
+            dest = plan.results_dir / plan.run_id
+            files = fetch(plan.run_results, dest)
+            print(f"deploy: fetched {len(files)} result files from {plan.run_results}/ into {dest}", file=log)
+        print(f"deploy: verdict exit code {code}", file=log)
+        return code
+    finally:
+        if plan.keep:
+            print(f"deploy: --keep: releases {', '.join(installed)} left installed", file=log)
+        else:
+            for release in reversed(installed):
+                helm.uninstall(release, plan.namespace)
+                print(f"deploy: uninstalled {release}", file=log)
+
+
+def _verdict(plan: DeployPlan, kube: Kube, job: str, log: TextIO) -> int:
+    pods = kube.job_pods(plan.namespace, job)
+    codes = [(p["metadata"]["name"], c) for p in pods if (c := exit_code_of(p, "master")) is not None]
+    if not codes:
+        state = kube.job_state(plan.namespace, job)
+        raise DeployFailed(f"job/{job} ended ({state.reason}) without a finished master container — no verdict")
+    pod, code = codes[-1]
+    tail = kube.log_tail(plan.namespace, pod, "master", LOG_TAIL_LINES)
+    print(f"deploy: last lines of {pod}:", file=log)
+    for line in tail.rstrip("\n").splitlines():
+        print(f"  {line}", file=log)
+    return code

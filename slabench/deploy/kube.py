@@ -1,0 +1,135 @@
+"""The Kubernetes API calls of a deploy (kubernetes client), each a small function over plain data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slabench.deploy.errors import DeployFailed
+
+# The AWS Load Balancer Controller injects ALB target-health readiness gates into pods of namespaces with this label.
+READINESS_GATE_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
+
+
+@dataclass(frozen=True)
+class Rollout:
+    ready: bool
+    summary: str
+
+
+@dataclass(frozen=True)
+class JobState:
+    done: bool
+    succeeded: bool
+    reason: str
+
+
+def rollout_of(deployment: dict) -> Rollout:
+    """Ready when the current generation is observed and every wanted replica is updated and ready."""
+    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+    want = spec.get("replicas", 1)
+    gen, seen = deployment.get("metadata", {}).get("generation", 0), status.get("observedGeneration", 0)
+    updated, ready = status.get("updatedReplicas") or 0, status.get("readyReplicas") or 0
+    ok = seen >= gen and updated >= want and ready >= want
+    return Rollout(ok, f"{ready}/{want} ready, {updated}/{want} updated")
+
+
+def job_state_of(job: dict) -> JobState:
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("status") == "True" and c.get("type") in ("Complete", "Failed"):
+            return JobState(True, c["type"] == "Complete", c.get("reason") or c["type"])
+    return JobState(False, False, "running")
+
+
+def exit_code_of(pod: dict, container: str) -> int | None:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == container:
+            terminated = (cs.get("state") or {}).get("terminated")
+            return None if terminated is None else int(terminated["exitCode"])
+    return None
+
+
+class Kube:
+    def __init__(self, kubeconfig: Path | None = None, context: str | None = None) -> None:
+        from kubernetes import client, config
+
+        try:
+            api = config.new_client_from_config(config_file=str(kubeconfig) if kubeconfig else None, context=context)
+        except config.ConfigException as e:
+            raise DeployFailed(
+                f"kubeconfig: {e} — pass --kubeconfig/--context or run aws eks update-kubeconfig"
+            ) from None
+        self._api = api
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self.batch = client.BatchV1Api(api)
+
+    def _plain(self, obj: Any) -> dict:
+        return self._api.sanitize_for_serialization(obj)
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return fn(*args, **kwargs)
+        except ApiException as e:
+            raise DeployFailed(f"{what}: Kubernetes API said {e.status} {e.reason}") from None
+        except HTTPError as e:
+            raise DeployFailed(f"{what}: cannot reach the Kubernetes API ({e})") from None
+
+    def _get(self, what: str, fn: Any, *args: Any) -> dict | None:
+        """GET that maps 404 to None."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self._plain(fn(*args))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise DeployFailed(f"{what}: Kubernetes API said {e.status} {e.reason}") from None
+
+    def ensure_namespace(self, name: str, labels: dict[str, str]) -> str:
+        """Create the namespace with `labels`, or add missing labels. Returns what was done."""
+        ns = self._get(f"namespace {name}", self.core.read_namespace, name)
+        if ns is None:
+            body = {"metadata": {"name": name, "labels": labels}}
+            self._call(f"create namespace {name}", self.core.create_namespace, body)
+            return "created"
+        have = ns.get("metadata", {}).get("labels") or {}
+        if all(have.get(k) == v for k, v in labels.items()):
+            return "unchanged"
+        self._call(f"label namespace {name}", self.core.patch_namespace, name, {"metadata": {"labels": labels}})
+        return "labelled"
+
+    def secret_exists(self, namespace: str, name: str) -> bool:
+        # Only existence is used; the secret's data is never printed or kept.
+        return self._get(f"secret {name}", self.core.read_namespaced_secret, name, namespace) is not None
+
+    def rollout(self, namespace: str, name: str) -> Rollout:
+        dep = self._get(f"deployment {name}", self.apps.read_namespaced_deployment, name, namespace)
+        return Rollout(False, "not created yet") if dep is None else rollout_of(dep)
+
+    def job_state(self, namespace: str, name: str) -> JobState:
+        job = self._get(f"job {name}", self.batch.read_namespaced_job, name, namespace)
+        return JobState(False, False, "not created yet") if job is None else job_state_of(job)
+
+    def job_pods(self, namespace: str, job: str) -> list[dict]:
+        pods = self._call(
+            f"pods of job {job}",
+            self.core.list_namespaced_pod,
+            namespace,
+            label_selector=f"batch.kubernetes.io/job-name={job}",
+        )
+        return [self._plain(p) for p in pods.items]
+
+    def log_tail(self, namespace: str, pod: str, container: str, lines: int) -> str:
+        return self._call(
+            f"log of {pod}",
+            self.core.read_namespaced_pod_log,
+            pod,
+            namespace,
+            container=container,
+            tail_lines=lines,
+        )

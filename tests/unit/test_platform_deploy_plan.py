@@ -1,0 +1,135 @@
+"""`slabench deploy` without a cluster: flags → plan → chart values, and the pure status readers."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from slabench.deploy import cli
+from slabench.deploy.kube import exit_code_of, job_state_of, rollout_of
+from slabench.deploy.plan import locust_overrides, merge_values, serving_overrides
+from slabench.deploy.results import local_path
+from slabench.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    return parser.parse_args(["deploy", *argv])
+
+
+@pytest.fixture
+def sla(tmp_path: Path) -> Path:
+    p = tmp_path / "sla.yaml"
+    p.write_text("name: qa\n")
+    return p
+
+
+def plan(*argv: str):
+    return cli.plan_from_args(parse(*argv))
+
+
+def test_merge_values_follows_helm_maps_merge_lists_replace():
+    base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
+    over = {"a": {"c": [3]}, "e": {"f": 2}}
+    assert merge_values(base, over) == {"a": {"b": 1, "c": [3]}, "d": 1, "e": {"f": 2}}
+    assert base == {"a": {"b": 1, "c": [1, 2]}, "d": 1}
+
+
+def test_flags_map_to_serving_values(sla):
+    p = plan("--sla", str(sla), "--model", "org/m", "--revision", "abc", "--served-model-name", "qa",
+             "--weights-s3", "s3://models-bkt/weights/v1", "--region", "eu-west-1", "--api-key-secret", "k",
+             "--serving-role-arn", "arn:aws:iam::123456789012:role/r", "--dry-run")  # fmt: skip
+    assert serving_overrides(p) == {
+        "aws": {"region": "eu-west-1"},
+        "model": {"name": "org/m", "revision": "abc", "servedName": "qa"},
+        "weightCache": {"bucket": "models-bkt", "prefix": "weights/v1"},
+        "serviceAccount": {"roleArn": "arn:aws:iam::123456789012:role/r"},
+        "apiKey": {"secretName": "k"},
+    }
+
+
+def test_unset_flags_leave_chart_defaults_alone(sla):
+    assert serving_overrides(plan("--sla", str(sla), "--dry-run")) == {"aws": {"region": "us-east-1"}}
+
+
+def test_flags_map_to_a_headless_locust_run(sla):
+    p = plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--run-id", "r7", "--users", "64",
+             "--spawn-rate", "8", "--run-time", "195s", "--workers", "6")  # fmt: skip
+    v = locust_overrides(p, "http://svc.ns.svc:8000")
+    assert v["mode"] == "headless" and v["targetHost"] == "http://svc.ns.svc:8000"
+    assert v["headless"] == {"kind": "burst", "users": 64, "spawnRate": 8.0, "runTime": "195s",
+                             "extraArgs": ["--run-id", "r7"]}  # fmt: skip
+    assert v["workers"] == {"replicas": 6}
+    assert v["config"] == {"sla": "name: qa\n"}
+    assert v["results"] == {"s3Uri": "s3://res-bkt/ci/r7/"}
+
+
+def test_sweep_needs_its_config(sla, tmp_path):
+    with pytest.raises(UserError, match="--sweep: a sweep run needs the sweep config"):
+        plan("--sla", str(sla), "--kind", "sweep", "--dry-run")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("levels: [1, 2]\n")
+    v = locust_overrides(plan("--sla", str(sla), "--kind", "sweep", "--sweep", str(sweep), "--dry-run"), "http://x:1")
+    assert v["config"]["sweep"] == "levels: [1, 2]\n"
+    assert "extraArgs" not in v["headless"]  # --run-id is a Locust flag, not a sweep one
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--namespace", "Bad_NS"), "--namespace: 'Bad_NS' is not a valid name"),
+        (("--locust-release", "vllm-serving"), "--locust-release: must differ"),
+        (("--region", "useast1"), "--region: 'useast1' is not an AWS region"),
+        (("--run-id", "../x"), "--run-id"),
+        (("--charts-dir", "/nonexistent"), "--charts-dir: /nonexistent/vllm-serving is not a chart"),
+        (("--weights-s3", "https://x"), "--weights-s3: 'https://x' is not an s3:// URL"),
+        (("--users", "0"), "--users: must be at least 1"),
+    ],
+)
+def test_bad_flags_name_the_flag(sla, argv, message):
+    with pytest.raises(UserError, match=message.replace("(", r"\(")):
+        plan("--sla", str(sla), "--dry-run", *argv)
+
+
+def test_an_sla_and_a_results_bucket_are_required_for_a_real_run(sla):
+    with pytest.raises(UserError, match="--sla: the run is graded"):
+        plan("--dry-run")
+    with pytest.raises(UserError, match="--results-s3"):
+        plan("--sla", str(sla))
+
+
+def test_durations():
+    assert [cli.parse_duration(t) for t in ("90", "90s", "45m", "4h", "0.5s")] == [90, 90, 2700, 14400, 0.5]
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli.parse_duration("soon")
+
+
+def test_rollout_is_ready_only_when_the_new_generation_is_up():
+    dep = {"metadata": {"generation": 2}, "spec": {"replicas": 2},
+           "status": {"observedGeneration": 1, "updatedReplicas": 2, "readyReplicas": 2}}  # fmt: skip
+    assert rollout_of(dep).ready is False  # status still describes the previous spec
+    dep["status"]["observedGeneration"] = 2
+    assert rollout_of(dep).ready is True
+    dep["status"]["readyReplicas"] = 1
+    assert rollout_of(dep) == rollout_of(dep).__class__(False, "1/2 ready, 2/2 updated")
+
+
+def test_job_state_and_exit_code():
+    assert job_state_of({"status": {"active": 1}}).done is False
+    failed = {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}}
+    assert job_state_of(failed) == job_state_of(failed).__class__(True, False, "BackoffLimitExceeded")
+    pod = {"status": {"containerStatuses": [{"name": "master", "state": {"terminated": {"exitCode": 2}}}]}}
+    assert exit_code_of(pod, "master") == 2
+    assert exit_code_of({"status": {"containerStatuses": [{"name": "master", "state": {"running": {}}}]}},
+                        "master") is None  # fmt: skip
+
+
+def test_result_keys_cannot_escape_the_destination(tmp_path):
+    assert local_path(tmp_path, "runs/r1/", "runs/r1/a/b.json") == tmp_path / "a" / "b.json"
+    with pytest.raises(UserError, match="refusing"):
+        local_path(tmp_path, "runs/r1/", "runs/r1/../../etc/passwd")
