@@ -17,12 +17,18 @@ class LocustResult:
     returncode: int
     stdout: str
     stderr: str
+    pid: int
 
 
 def run_locust(*args: str, timeout: float = 120, env: dict | None = None) -> LocustResult:
     argv = [sys.executable, "-m", "locust", "--headless", "--only-summary", *args]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
-    return LocustResult(p.returncode, p.stdout, p.stderr)
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+    return LocustResult(p.returncode, out, err, p.pid)
 
 
 def scrape(url: str) -> dict[str, float]:

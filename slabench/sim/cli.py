@@ -26,6 +26,12 @@ def add_sim_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
     )
     p.add_argument(f"--{prefix}model-profile", default="llama-3.1-8b-fp8", help="model profile (name or YAML path)")
     p.add_argument(f"--{prefix}max-num-seqs", type=int, default=None, help="vLLM --max-num-seqs (profile engine)")
+    p.add_argument(
+        f"--{prefix}grading-accuracy",
+        type=float,
+        default=0.9,
+        help="grading mode: share of rubric items the simulated model scores right (QA-grading requests)",
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,23 +56,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def sim_args_to_argv(values: dict, prefix: str = "") -> list[str]:
-    """Inverse of add_sim_options for starting a simulator subprocess."""
+    """Inverse of add_sim_options (with `prefix` as in the caller's namespace) for starting a simulator process."""
+    probe = argparse.ArgumentParser(add_help=False)
+    add_sim_options(probe)
     argv = []
-    for key in (
-        "model",
-        "ttft",
-        "itl",
-        "jitter",
-        "output_tokens",
-        "stream_interval",
-        "seed",
-        "profile",
-        "model_profile",
-        "max_num_seqs",
-    ):
-        value = values[f"{prefix}{key}"]
+    for action in probe._actions:
+        value = values[prefix + action.dest]
         if value not in (None, ""):
-            argv += [f"--{key.replace('_', '-')}", str(value)]
+            argv += [action.option_strings[0], str(value)]
     return argv
 
 
@@ -93,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     import gevent
 
     from slabench.sim.faults import FaultPlan, parse_fault_flags
+    from slabench.sim.grading import GradingResponder
     from slabench.sim.server import SimConfig, SimServer, watch_parent
 
     for name in ("ttft", "itl", "jitter"):
@@ -116,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         faults=faults,
         max_model_len=max_model_len,
+        respond=GradingResponder(args.grading_accuracy, args.seed),
     )
     try:
         server = SimServer(engine, config, host=args.host, port=args.port).start()

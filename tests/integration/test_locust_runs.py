@@ -127,9 +127,8 @@ def test_no_host_starts_the_embedded_simulator_and_stops_it(tmp_path):
     assert "embedded simulator at http://127.0.0.1:" in res.stderr
     assert len(read_records(records_path)) > 10
     time.sleep(0.5)
-    ps = subprocess.run(["pgrep", "-f", "slabench simulate --port 0 --parent-pid"], capture_output=True, text=True)
-    leftover = [pid for pid in ps.stdout.split() if int(pid) != os.getpid()]
-    assert not leftover, "the embedded simulator outlived locust"
+    ps = subprocess.run(["pgrep", "-f", f"slabench simulate --port 0 --parent-pid {res.pid} "], capture_output=True)
+    assert not ps.stdout.split(), "the embedded simulator outlived locust"
 
 
 def test_malformed_host_is_one_clear_line(tmp_path):

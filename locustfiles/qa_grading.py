@@ -1,0 +1,77 @@
+"""The retail QA-grading workload: each user grades golden call transcripts against their account's rubric
+(closed loop, accounts weighted by their share of the queue), and every record carries the answer's quality.
+
+    locust -f locustfiles/qa_grading.py --headless -u 8 -t 60s          # embedded simulator, grading mode
+    locust -f locustfiles/qa_grading.py --host http://vllm:8000 --qa-task terse
+
+The request names its call in the OpenAI `user` field, which real servers ignore and the simulator's grading mode
+uses to answer at a set accuracy (`--sim-grading-accuracy`).
+"""
+
+import random
+
+from locust import events, task
+
+from slabench.locust_plugin import LLMUser, install
+from slabench.sim.grading import user_tag
+from slabench.workload import build_messages, item_ref, load_golden, load_settings, score_answer
+
+install()
+
+
+@events.init_command_line_parser.add_listener
+def _options(parser):
+    g = parser.add_argument_group("QA grading")
+    g.add_argument(
+        "--qa-task",
+        choices=["verbose", "terse"],
+        default="verbose",
+        help="verbose: quote + rationale per item; terse: {id, score} per item",
+    )
+    g.add_argument("--qa-max-tokens", type=int, default=0, help="max_tokens (default: the workload's, 2048)")
+    g.add_argument("--dataset-dir", default="datasets", help="the retail dataset (golden calls, queues, manifest)")
+
+
+class GoldenCalls:
+    """The golden calls grouped by account, drawn with the accounts' queue shares as weights."""
+
+    def __init__(self, dataset_dir: str) -> None:
+        settings = load_settings()
+        by_account: dict[str, list] = {}
+        for item in load_golden(dataset_dir, settings):
+            by_account.setdefault(item.account, []).append(item)
+        self.accounts = sorted(by_account)
+        self.weights = [settings.account(a).share for a in self.accounts]
+        self.by_account = by_account
+        self.max_tokens = settings.output.max_tokens
+
+    def draw(self, rng: random.Random):
+        account = rng.choices(self.accounts, self.weights)[0]
+        return rng.choice(self.by_account[account])
+
+
+class QAGradingUser(LLMUser):
+    def on_start(self) -> None:
+        super().on_start()
+        o = self.environment.parsed_options
+        if getattr(self.environment, "qa_golden", None) is None:  # once per process
+            self.environment.qa_golden = GoldenCalls(o.dataset_dir)
+        self.golden: GoldenCalls = self.environment.qa_golden
+        self.task_name = o.qa_task
+        self.max_tokens = o.qa_max_tokens or self.golden.max_tokens
+
+    @task
+    def grade(self) -> None:
+        item = self.golden.draw(self.rng)
+        body = self.body(
+            messages=build_messages(item, self.task_name),
+            max_tokens=self.max_tokens,
+            user=user_tag(self.task_name, item_ref(item)),
+            temperature=0,
+        )
+        self.request(
+            body,
+            grade=lambda text: score_answer(text, item, self.task_name).record_fields(self.task_name),
+            account=item.account,
+            item_id=item.item_id,
+        )

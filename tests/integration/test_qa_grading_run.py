@@ -1,0 +1,73 @@
+"""The QA-grading workload end to end: Locust → simulator in grading mode → answer parsed and scored → records."""
+
+from collections import Counter
+
+from slabench.record import Outcome
+from slabench.sinks import read_records
+from slabench.workload import load_settings
+from tests.locust_run import ROOT, run_locust
+
+
+def test_measured_item_accuracy_matches_the_simulated_models(tmp_path):
+    records_path = tmp_path / "r.jsonl"
+    res = run_locust(
+        "-f",
+        str(ROOT / "locustfiles" / "qa_grading.py"),
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "10s",
+        "--stop-timeout",
+        "10",
+        "--sim-ttft",
+        "0.01",
+        "--sim-itl",
+        "0.0002",
+        "--sim-grading-accuracy",
+        "0.8",
+        "--records",
+        str(records_path),
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    records = read_records(records_path)
+    assert len(records) > 40 and all(r.outcome is Outcome.OK for r in records)
+    assert all(r.parse_ok and r.quality_task == "verbose" and r.account for r in records)
+    accuracy = sum(r.items_correct for r in records) / sum(r.items_expected for r in records)
+    assert abs(accuracy - 0.8) <= 0.03
+    # accounts are drawn by their share of the queue
+    shares = {k: a.share for k, a in load_settings().accounts.items()}
+    seen = Counter(r.account for r in records)
+    biggest = max(shares, key=shares.get)
+    assert seen[biggest] == max(seen.values()) or len(records) < 80
+
+
+def test_terse_task_and_an_unparseable_answer_is_a_quality_failure_not_an_error(simulator, tmp_path):
+    url = simulator("--ttft", "0.01", "--itl", "0.0002", "--output-tokens", "30")  # filler text: not JSON
+    records_path = tmp_path / "r.jsonl"
+    res = run_locust(
+        "-f",
+        str(ROOT / "locustfiles" / "qa_grading.py"),
+        "--host",
+        url,
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "3s",
+        "--stop-timeout",
+        "5",
+        "--qa-task",
+        "terse",
+        "--records",
+        str(records_path),
+        "--model",
+        "slabench-sim",
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    records = read_records(records_path)
+    # The standalone simulator grades too (default accuracy 0.9): its answers parse.
+    assert records and all(r.outcome is Outcome.OK and r.parse_ok for r in records)
+    assert all(r.quality_task == "terse" for r in records)
