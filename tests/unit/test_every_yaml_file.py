@@ -1,0 +1,86 @@
+"""Every YAML file in the repo loads: through its strict model where it has one, against its chart's values schema
+where it is Helm values, or at least as valid YAML (Kubernetes manifests; their schemas are checked by
+.ci/validate-platform). A new YAML file with no entry here fails, so nothing ships unchecked."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from slabench.config import load_model
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _model(dotted: str):
+    module, name = dotted.rsplit(".", 1)
+    return getattr(__import__(module, fromlist=[name]), name)
+
+
+def _strict(dotted: str):
+    return lambda path: load_model(path, _model(dotted))
+
+
+def _sim_profile(path: Path):
+    from slabench.sim.profiles import load_gpu_profile, load_model_profile
+
+    kind = yaml.safe_load(path.read_text()).get("kind")
+    return (load_gpu_profile if kind == "gpu" else load_model_profile)(path)
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """Helm's values merge: maps merge key by key, anything else replaces."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _helm_values(path: Path):
+    chart = path.parent if path.name == "values.yaml" else path.parent.parent
+    schema = json.loads((chart / "values.schema.json").read_text())
+    values = yaml.safe_load((chart / "values.yaml").read_text()) or {}
+    if path.name != "values.yaml":
+        values = _merge(values, yaml.safe_load(path.read_text()) or {})
+    jsonschema.validate(values, schema)
+
+
+def _plain(path: Path):
+    assert list(yaml.safe_load_all(path.read_text()))
+
+
+LOADERS = [  # (glob, loader) — first match wins
+    ("slabench/workload/assumptions.yaml", _strict("slabench.workload.accounts.WorkloadSettings")),
+    ("slabench/sim/profiles/*.yaml", _sim_profile),
+    ("slabench/fleet/data/gpu_facts.yaml", _strict("slabench.fleet.facts.FleetFacts")),
+    ("examples/fleet/*.yaml", _strict("slabench.fleet.nodes.NodesFile")),
+    ("gpu-operator/*.yaml", _plain),  # Helm values and a ConfigMap for NVIDIA's charts: no local schema
+    ("*/ci/*-values.yaml", _helm_values),
+    ("*/values.yaml", _helm_values),
+    ("*/Chart.yaml", _plain),
+    ("observability/*.yaml", _plain),
+]
+
+
+def yaml_files() -> list[Path]:
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.yaml", "*.yml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return sorted(ROOT / p for p in out if "/templates/" not in p)
+
+
+@pytest.mark.parametrize("path", yaml_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_yaml_file_loads(path):
+    rel = path.relative_to(ROOT)
+    for pattern, loader in LOADERS:
+        if rel.match(pattern):
+            loader(path)
+            return
+    pytest.fail(f"{rel}: no loader knows this YAML file; add it to LOADERS in {Path(__file__).name}")
