@@ -111,6 +111,7 @@ class RecordHub:
         self.inflight: dict[int, dict[str, Any]] = {}
         self.inflight_seen: dict[str, list[dict[str, Any]]] = {}
         self.lost_workers: dict[str, dict[str, Any]] = {}
+        self.missing_finals: list[str] = []
         self._inflight_seq = 0
         self._spool: JsonlSink | None = None
         self._user_seq = 0
@@ -161,7 +162,7 @@ class RecordHub:
         """Master or local runner, at test start: a new run id and sink, announced to the workers."""
         self.run_id = self.opts.run_id or new_run_id()
         self.emitted, self.received, self.outcomes, self.finals = 0, 0, Counter(), {}
-        self.inflight_seen, self.lost_workers = {}, {}
+        self.inflight_seen, self.lost_workers, self.missing_finals = {}, {}, []
         path = self.opts.records or f"runs/{self.run_id}/records.jsonl"
         self.sink = open_sink(path)
         if self.is_master:
@@ -314,7 +315,7 @@ class RecordHub:
 
     def write_status(self) -> None:
         """`run_status.json` beside the records: counts, and whether the run is degraded (a worker was lost)."""
-        missing = getattr(self, "missing_finals", [])
+        missing = self.missing_finals
         status = {
             "schema_version": 1,
             "run_id": self.run_id,
@@ -393,13 +394,14 @@ def discover_model(target: Target) -> str | None:
 def start_simulator(opts: Any) -> tuple[subprocess.Popen, str]:
     argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--parent-pid", str(os.getpid())]
     argv += sim_args_to_argv(vars(opts), prefix="sim_")
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # stderr is inherited: the simulator's own complaints (e.g. a bad --sim-* value) reach the user directly.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    line = ""
     with gevent.Timeout(60, False):
         line = proc.stdout.readline()
     if not line.startswith("slabench simulator listening on "):
         proc.kill()
-        err = (proc.stderr.read() if proc.poll() is not None else "").strip().splitlines()
-        raise UserError(f"the embedded simulator did not start: {err[-1] if err else line.strip() or 'no output'}")
+        raise UserError("the embedded simulator did not start (see its message above); check the --sim-* options")
     return proc, line.rsplit(" ", 1)[-1].strip()
 
 
@@ -419,7 +421,11 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
         return
     if any(getattr(u, "host", None) for u in environment.user_classes):
         return
-    hub.simulator, environment.host = start_simulator(environment.parsed_options)
+    try:
+        hub.simulator, environment.host = start_simulator(environment.parsed_options)
+    except UserError as e:
+        log.error("slabench: %s", e)
+        raise SystemExit(UserError.exit_code) from None
     log.info("slabench: no --host given; embedded simulator at %s", environment.host)
 
 
