@@ -17,6 +17,7 @@ COMMANDS = {
     "weights": "slabench.weights.cli",
     "results": "slabench.results_upload",
     "deploy": "slabench.deploy.cli",
+    "grade": "slabench.grade_cli",
 }
 
 

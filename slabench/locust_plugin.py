@@ -96,6 +96,7 @@ class RecordHub:
         self.is_master = isinstance(self.runner, MasterRunner)
         self.worker_id = self.runner.client_id if self.is_worker else "local" if not self.is_master else "master"
         self.run_id = ""
+        self.records_path: Path | None = None  # master/local: the current (or last) run's record file
         self.sink: RecordSink | None = None
         self.batch: list[dict] = []
         self.emitted = 0
@@ -163,8 +164,8 @@ class RecordHub:
         self.run_id = self.opts.run_id or new_run_id()
         self.emitted, self.received, self.outcomes, self.finals = 0, 0, Counter(), {}
         self.inflight_seen, self.lost_workers, self.missing_finals = {}, {}, []
-        path = self.opts.records or f"runs/{self.run_id}/records.jsonl"
-        self.sink = open_sink(path)
+        self.records_path = Path(self.opts.records or f"runs/{self.run_id}/records.jsonl")
+        self.sink = open_sink(self.records_path)
         if self.is_master:
             self.runner.send_message(MSG_RUN, {"run_id": self.run_id})
         self._start_pump()
@@ -447,6 +448,9 @@ def install(hooks: Any = events) -> None:
     hooks.test_stopping.add_listener(lambda environment, **_: _hub(environment, "on_test_stopping"))
     hooks.test_stop.add_listener(lambda environment, **_: _hub(environment, "on_test_stop"))
     hooks.quitting.add_listener(_on_quitting)
+    from slabench import locust_sla  # grades the run against --sla at its end
+
+    locust_sla.install(hooks)
 
 
 def _hub(environment: Environment, method: str) -> None:

@@ -1,0 +1,96 @@
+"""Capacity answers beyond one level. Pure.
+
+- The highest tested level (concurrency or rate) at which *every* check of the contract PASSES.
+- For a target load (e.g. the burst's mean, 103 req/s): replicas needed = ⌈target ÷ per-replica throughput at that
+  level⌉, and their hourly cost. Per-replica throughput is the measured successful req/s at that level divided by the
+  replicas that served it, taken conservatively: the 95% CI lower bound when there are repeats, else the single
+  run's value. Assumption (stated in every answer): replicas behind the load balancer scale linearly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sla.cost import ReplicaPrice
+from sla.estimates import LevelEstimates
+
+LINEAR = "assumes replicas behind the load balancer scale linearly"
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    instance_type: str
+    tested: list[tuple[str, str]]  # (level, verdict) on the load axis, lowest first
+    highest_passing: str | None
+    target_load_rps: float | None = None
+    per_replica_rps: float | None = None
+    rps_basis: str = ""
+    replicas_needed: int | None = None
+    usd_per_hour: float | None = None
+    arithmetic: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["tested"] = [{"level": lv, "verdict": v} for lv, v in self.tested]
+        return d
+
+
+def capacity_report(
+    graded: Sequence[tuple[LevelEstimates, str]], replica: ReplicaPrice, target_rps: float | None
+) -> CapacityReport:
+    """`graded`: every tested level with its verdict against all of the contract's checks."""
+    axis = sorted(((lv, str(s)) for lv, s in graded if lv.level.order is not None), key=lambda p: p[0].level.order)
+    tested = [(lv.level.label, s) for lv, s in axis]
+    notes: list[str] = []
+    passing = [lv for lv, s in axis if s == "PASS"]
+    if not axis:
+        notes.append("no concurrency or rate levels were tested (only a scenario or an unstaged run)")
+        return CapacityReport(replica.instance_type, tested, None, target_rps, notes=notes)
+    if not passing:
+        notes.append("no tested level passes every check")
+        return CapacityReport(replica.instance_type, tested, None, target_rps, notes=notes)
+    best = passing[-1]
+    below = [lv.level.label for lv, s in axis if lv.level.order < best.level.order and s != "PASS"]
+    if below:
+        notes.append(f"lower levels did not all pass ({', '.join(below)}): look at those runs before trusting this")
+    report = CapacityReport(replica.instance_type, tested, best.level.label, target_rps, notes=notes)
+    thr = best.get("throughput_rps")
+    if thr is None:
+        notes.append(f"no throughput measured at {best.level.label}; replicas cannot be sized")
+        return report
+    if thr.has_interval:
+        rps, basis = thr.ci95_low, f"95% CI lower bound over {thr.n} runs (mean {thr.mean:.4g})"
+    else:
+        rps, basis = thr.mean, "single run" if thr.n <= 1 else f"mean over {thr.n} runs, no interval"
+    per_replica = rps / replica.replicas  # type: ignore[operator]
+    if target_rps is None:
+        return CapacityReport(
+            replica.instance_type,
+            tested,
+            best.level.label,
+            None,
+            per_replica,
+            basis,
+            notes=notes,
+            arithmetic=f"{best.level.label}: {rps:.4g} req/s ({basis}) ÷ {replica.replicas} replica(s) = "
+            f"{per_replica:.4g} req/s per replica",
+        )
+    if per_replica <= 0:
+        notes.append(f"per-replica throughput at {best.level.label} is {per_replica:.4g} req/s; cannot size")
+        return CapacityReport(
+            replica.instance_type, tested, best.level.label, target_rps, per_replica, basis, notes=notes
+        )
+    needed = math.ceil(target_rps / per_replica - 1e-9)
+    usd = needed * replica.per_replica_usd_per_hour
+    arithmetic = (
+        f"{best.level.label}: {rps:.4g} req/s ({basis}) ÷ {replica.replicas} replica(s) = {per_replica:.4g} req/s "
+        f"per replica; {target_rps:g} req/s ÷ {per_replica:.4g} = {target_rps / per_replica:.3f} → {needed} "
+        f"replica(s) × ${replica.per_replica_usd_per_hour:.5g}/h = ${usd:.5g}/h on {replica.instance_type} ({LINEAR})"
+    )
+    return CapacityReport(
+        replica.instance_type, tested, best.level.label, target_rps, per_replica, basis, needed, usd, arithmetic, notes
+    )

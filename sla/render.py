@@ -1,0 +1,117 @@
+"""A verdict for people: a rich table for the console, Markdown for the report, plain lines for logs. No I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from sla.grade import CheckResult, Status, Verdict, fmt
+
+STYLE = {Status.PASS: "bold green", Status.CONDITIONAL: "bold yellow", Status.FAIL: "bold red"}
+
+
+def _target(c: CheckResult) -> str:
+    op = "≤" if c.direction == "max" else "≥"
+    band = f" (band {fmt(c.conditional_band, c.unit)})" if c.conditional_band else ""
+    return f"{op} {fmt(c.target, c.unit)}{band}"
+
+
+def _interval(c: CheckResult) -> str:
+    if c.ci95_low is None or c.ci95_high is None:
+        return "—"
+    return f"{fmt(c.ci95_low, c.unit)} – {fmt(c.ci95_high, c.unit)}"
+
+
+def _n(c: CheckResult) -> str:
+    samples = f"{c.samples:,}" if c.samples is not None else "?"
+    return "—" if c.no_data else f"{c.n} / {samples}"
+
+
+def check_rows(v: Verdict) -> list[list[str]]:
+    return [
+        [c.check, str(c.status), fmt(c.observed, c.unit), _interval(c), _target(c), c.severity, _n(c), c.reason]
+        for c in v.checks
+    ]
+
+
+HEADER = ["check", "verdict", "observed (mean)", "95% CI", "target", "severity", "runs / samples", "reason"]
+
+
+def verdict_table(v: Verdict) -> Group:
+    """The console view: headline, the check table, each check's reason, cost arithmetic, capacity, notes. The
+    reasons sit under the table, not in it, so the table stays readable in an 80-column CI log."""
+    table = Table(title=f"SLA {v.contract} at {v.load} — {v.source}")
+    for h in HEADER[:-1]:
+        table.add_column(h, overflow="fold")
+    for row, c in zip(check_rows(v), v.checks, strict=True):
+        table.add_row(row[0], Text(row[1], style=STYLE[c.status]), *row[2:-1])
+    parts: list = [Text(v.summary, style=STYLE[v.status]), table]
+    parts += [Text.assemble((f"{c.status} ", STYLE[c.status]), f"{c.check}: {c.reason}") for c in v.checks]
+    parts += [Text(line) for line in _detail_lines(v)]
+    return Group(*parts)
+
+
+def _detail_lines(v: Verdict) -> list[str]:
+    lines = [f"deployment: {v.deployment.arithmetic()}"]
+    lines += [f"cost: {c.arithmetic}" for c in v.cost]
+    cap = v.capacity
+    if cap.highest_passing is not None:
+        lines.append(f"capacity: highest level passing every check: {cap.highest_passing}")
+    if cap.arithmetic:
+        lines.append(f"capacity: {cap.arithmetic}")
+    lines += [f"capacity: {n}" for n in cap.notes]
+    if v.levels and len(v.levels) > 1:
+        lines.append("levels: " + ", ".join(f"{lv} {s}" for lv, s in v.levels))
+    lines += [f"note: {n}" for n in v.notes]
+    return lines
+
+
+def verdict_lines(v: Verdict) -> list[str]:
+    """Plain text, one line each: for logs (the Locust hook)."""
+    out = [v.summary]
+    out += [f"  {c.status:<11} {c.check}: {c.reason}" for c in v.checks]
+    out += [f"  {line}" for line in _detail_lines(v)]
+    return out
+
+
+def _md_cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def verdict_markdown(v: Verdict) -> str:
+    lines = [
+        f"## SLA verdict: {v.status}",
+        "",
+        f"{v.summary}",
+        "",
+        f"Contract `{v.contract}` ({v.sla_file}), graded from `{v.source}`.",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---|" * len(HEADER),
+    ]
+    lines += ["| " + " | ".join(_md_cell(x) for x in row) + " |" for row in check_rows(v)]
+    lines += ["", *[f"- {_md_cell(x)}" for x in _detail_lines(v)], ""]
+    return "\n".join(lines)
+
+
+def comparison_table(verdicts: Sequence[Verdict]) -> Table:
+    """Several instance types graded with one contract: capacity and cost side by side."""
+    t = Table(title="capacity per instance type graded")
+    for h in ("instance type", "verdict", "highest passing level", "req/s per replica", "replicas", "$/h", "$/M out"):
+        t.add_column(h)
+    for v in verdicts:
+        cap = v.capacity
+        per_m = next((c.estimate for c in v.cost if c.metric == "cost_per_million_output_tokens_usd"), None)
+        t.add_row(
+            v.deployment.instance_type,
+            Text(str(v.status), style=STYLE[v.status]),
+            cap.highest_passing or "none",
+            f"{cap.per_replica_rps:.4g}" if cap.per_replica_rps is not None else "—",
+            str(cap.replicas_needed) if cap.replicas_needed is not None else "—",
+            f"${cap.usd_per_hour:.4g}" if cap.usd_per_hour is not None else "—",
+            fmt(per_m.mean if per_m else None, "USD"),
+        )
+    return t

@@ -1,0 +1,125 @@
+"""The Locust-side SLA hook: ``locust -f ... --headless --sla sla/config_sla_example.yaml`` grades the run when it
+stops and sets the process exit code, for CI users who never run the sweep.
+
+- ``--sla FILE``: the contract, loaded and checked when Locust starts (a bad contract exits 3 before any load is
+  sent). On the master or local runner (never on a worker), when the test stops and the records are written, the
+  run's records are graded (`sla.single_run`: one run, so every verdict says "single run"), the verdict is logged
+  line by line and written as ``verdict.json`` / ``verdict.md`` beside the records.
+- Exit code: 0 PASS, 1 CONDITIONAL (0 with ``--sla-allow-conditional``), 2 FAIL, 3 invalid input (e.g. a quality
+  floor for a task the run did not grade). With ``--sla`` the contract decides: it replaces Locust's own
+  "any failed request → 1" rule (the contract's error_rate is the judge of errors).
+- The load: records stamped by a shape carry their level; a plain run's records do not, so the run is taken to be
+  at concurrency ``-u`` (without a shape) — a contract for another load then has no data and FAILS, honestly.
+
+`install()` registers on Locust's event hooks once (idempotent). The grading listener is added at `init`, after
+every locustfile has registered its own, so it runs after the record hub has closed its sink.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from locust import events
+from locust.env import Environment
+from locust.runners import WorkerRunner
+
+from slabench.errors import UserError
+
+log = logging.getLogger("slabench.sla")
+
+
+def add_options(parser: Any) -> None:
+    g = parser.add_argument_group("slabench SLA")
+    g.add_argument(
+        "--sla",
+        default="",
+        metavar="FILE",
+        help="grade the run against this SLA contract at the end; exit 0 PASS, 1 CONDITIONAL, 2 FAIL, 3 bad input",
+    )
+    g.add_argument(
+        "--sla-allow-conditional",
+        action="store_true",
+        default=False,
+        help="exit 0 on a CONDITIONAL verdict (default: 1)",
+    )
+
+
+class SlaHook:
+    """Per process (master/local runner): the loaded contract and the last verdict."""
+
+    def __init__(self, environment: Environment, loaded: Any) -> None:
+        self.env = environment
+        self.loaded = loaded
+        self.verdict: Any = None
+
+    def records_path(self) -> Path | None:
+        hub = getattr(self.env, "slabench", None)
+        return hub.records_path if hub is not None else None
+
+    def run_level(self) -> Any:
+        """The load of a plain run (no shape): concurrency = the user count asked for."""
+        from sla.estimates import Level
+
+        if self.env.shape_class is not None:
+            return None
+        users = getattr(self.env.parsed_options, "num_users", None)
+        return Level(concurrency=int(users)) if users else None
+
+    def grade(self) -> int:
+        """Grade the finished run; return the exit code to use."""
+        from sla.grade_run import exit_code, grade_input, read_single_run, write_verdict
+        from sla.render import verdict_lines
+
+        path = self.records_path()
+        if path is None or not path.exists():
+            log.error("slabench sla: no records to grade (expected %s); FAIL", path)
+            return 2
+        try:
+            verdict = grade_input(self.loaded, read_single_run(path, self.run_level()))
+        except UserError as e:
+            log.error("slabench sla: %s", e)
+            return UserError.exit_code
+        self.verdict = verdict
+        for line in verdict_lines(verdict):
+            log.info("slabench sla: %s", line)
+        out = write_verdict(verdict, path)
+        log.info("slabench sla: verdict %s → %s", verdict.status, out)
+        code = exit_code(verdict)
+        if code == 1 and self.env.parsed_options.sla_allow_conditional:
+            return 0
+        return code
+
+
+def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
+    opts = environment.parsed_options
+    if runner is None or isinstance(runner, WorkerRunner) or opts is None or not getattr(opts, "sla", ""):
+        return
+    from sla.contract import load_contract
+
+    try:
+        loaded = load_contract(opts.sla)
+    except UserError as e:
+        log.error("slabench sla: %s", e)
+        raise SystemExit(UserError.exit_code) from None
+    environment.slabench_sla = SlaHook(environment, loaded)
+    hooks = environment.events
+    if not getattr(hooks, "_slabench_sla_grader", False):  # once per hooks object, after every install()
+        hooks._slabench_sla_grader = True
+        hooks.test_stop.add_listener(_on_test_stop)
+
+
+def _on_test_stop(environment: Environment, **_: Any) -> None:
+    hook: SlaHook | None = getattr(environment, "slabench_sla", None)
+    if hook is not None:  # added at init, so it runs after the record hub's test_stop has closed the records
+        environment.process_exit_code = hook.grade()
+
+
+def install(hooks: Any = events) -> None:
+    """Register the SLA hook on Locust's event hooks (idempotent)."""
+    if getattr(hooks, "_slabench_sla_installed", False):
+        return
+    hooks._slabench_sla_installed = True
+    hooks.init_command_line_parser.add_listener(add_options)
+    hooks.init.add_listener(_on_init)
