@@ -179,15 +179,12 @@ class StreamingClient:
         payload = json.dumps(body).encode()
         s = _Stream()
         failure: _Failure | None = None
+        limit = self.target.request_timeout
         try:
-            with gevent.Timeout(self.target.request_timeout, _Failure(Outcome.ERROR, ErrorCategory.TIMEOUT, "")):
+            with gevent.Timeout(limit, _Failure(Outcome.ERROR, ErrorCategory.TIMEOUT, f"request exceeded {limit:g} s")):
                 self._stream(endpoint, payload, {**self.headers(request_id), **(headers or {})}, s)
         except _Failure as f:
             failure = f
-            if f.category is ErrorCategory.TIMEOUT and not str(f):
-                failure = _Failure(
-                    Outcome.ERROR, ErrorCategory.TIMEOUT, f"request exceeded {self.target.request_timeout:g} s"
-                )
             self.close()  # the connection is in an unknown state
         except gevent.GreenletExit:
             self.close()
