@@ -33,6 +33,7 @@ from pathlib import Path
 
 # 127.0.0.1 - - [02/Dec/2026 12:54:55] "GET /bucket/key%20x HTTP/1.1" 206 -
 _LOG_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<target>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # werkzeug colours its log lines when click is installed
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ class MotoServer:
         """Every S3 request the server has logged so far (moto's own /moto-api/ calls excluded), oldest first."""
         out = []
         for line in self._log_path.read_text(errors="replace").splitlines():
-            m = _LOG_LINE.search(line)
+            m = _LOG_LINE.search(_ANSI.sub("", line))
             if not m:
                 continue
             path, _, query = m["target"].partition("?")
