@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ruff check .
-python -m pytest tests -q
+python -m pytest tests -q --durations=15
