@@ -11,13 +11,15 @@ from slabench.errors import UserError
 # subcommand → module exposing add_parser(subparsers); each parser sets `func(args) -> int`. Only the module of
 # the command being run is imported (a no-op `weights hydrate` in an init container must start fast).
 COMMANDS = {
+    "sweep": "slabench.sweep.cli",
+    "aggregate": "slabench.sweep.cli",
+    "grade": "slabench.grade_cli",
     "simulate": "slabench.sim.cli",
     "dataset": "slabench.workload.cli",
     "fleet": "slabench.fleet.cli",
     "weights": "slabench.weights.cli",
     "results": "slabench.results_upload",
     "deploy": "slabench.deploy.cli",
-    "grade": "slabench.grade_cli",
 }
 
 
@@ -31,9 +33,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="slabench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, module in COMMANDS.items():
-        if command in (None, name):
-            importlib.import_module(module).add_parser(sub)
+    modules = dict.fromkeys(m for name, m in COMMANDS.items() if command in (None, name))  # ordered, unique
+    for module in modules:
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 

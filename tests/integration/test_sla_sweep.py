@@ -45,7 +45,7 @@ FAILS = PASSES.replace("ttft_p95_s: {max: 2.0}", "ttft_p95_s: {max: 0.001}")
 def sweep_dir(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sweep")
     cfg = write(tmp, SWEEP, "sweep.yaml")
-    argv = [sys.executable, "-m", "slabench.sweep", "sweep", "--config", str(cfg), "--sweep-id", "s",
+    argv = [sys.executable, "-m", "slabench", "sweep", "--config", str(cfg), "--sweep-id", "s",
             "--output-dir", str(tmp / "runs")]  # fmt: skip
     p = subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
@@ -105,3 +105,31 @@ def test_single_run_estimates_match_the_aggregator_per_run(sweep_dir):
                     assert mine.metrics[key].mean == pytest.approx(value, rel=1e-9, abs=1e-12), (run.path, key)
                     compared += 1
     assert compared >= 4 * 20  # latencies, rates and throughputs of every run
+
+
+def test_sweep_with_sla_grades_at_the_end(tmp_path):
+    cfg = write(tmp_path, SWEEP.replace("levels: [2, 4]", "levels: [4]"), "sweep.yaml")
+
+    def sweep(contract: str, sweep_id: str) -> int:
+        argv = [
+            sys.executable,
+            "-m",
+            "slabench",
+            "sweep",
+            "--config",
+            str(cfg),
+            "--sweep-id",
+            sweep_id,
+            "--output-dir",
+            str(tmp_path / "runs"),
+            "--sla",
+            str(write(tmp_path, contract, f"{sweep_id}.yaml")),
+        ]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=ROOT).returncode
+
+    assert sweep(PASSES, "pass") == 0
+    assert json.loads((tmp_path / "runs" / "pass" / "verdict.json").read_text())["verdict"] == "PASS"
+    assert sweep(FAILS, "fail") == 2
+    bad = PASSES.replace("ttft_p95_s:", "ttft_p59_s:")
+    assert sweep(bad, "bad") == 3
+    assert not (tmp_path / "runs" / "bad").exists()  # a bad contract sends no load

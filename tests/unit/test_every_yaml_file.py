@@ -59,6 +59,7 @@ LOADERS = [  # (glob, loader) — first match wins
     ("examples/fleet/*.yaml", _strict("slabench.fleet.nodes.NodesFile")),
     ("sla/config_sla_example.yaml", lambda p: _model("sla.contract.load_contract")(p)),
     ("sla/instance_prices.yaml", lambda p: _model("sla.prices.load_prices")(p)),
+    ("sweeps/*.yaml", lambda p: _model("slabench.sweep.config.load_sweep")(p)),
     ("gpu-operator/*.yaml", _plain),  # Helm values and a ConfigMap for NVIDIA's charts: no local schema
     ("*/ci/*-values.yaml", _helm_values),
     ("*/values.yaml", _helm_values),

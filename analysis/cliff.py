@@ -1,0 +1,163 @@
+"""The scaling cliff: the first concurrency level where latency leaves its low-load value or throughput stops
+growing — called only when the 95 % intervals say so. Pure.
+
+Method (levels ascending; a level with no data is skipped and its neighbours compared across it):
+- Latency (default ``ttft_p95``): the low-load trend is the straight line through the across-repeat means of the
+  two lowest levels with data (slope clamped at ≥ 0, so noise cannot make it fall). A higher level k is a
+  *candidate* when mean_k ≥ ``latency_ratio`` × trend(level_k). A candidate is *called* only when its interval
+  lies wholly above the previous level's (ci95_low_k > ci95_high_{k−1}); otherwise it is reported as
+  inconclusive. Needs three levels with data.
+- Throughput (default ``throughput_rps``): with r = level_k / level_{k−1}, linear scaling would multiply
+  throughput by r. Level k is a candidate when mean_k < mean_{k−1} · (1 + ``scaling_floor`` · (r − 1)) (it got
+  less than that share of linear growth), and is called only when even the top of its interval is below that
+  bar taken from the bottom of the previous interval: ci95_high_k < ci95_low_{k−1} · (1 + floor · (r − 1)).
+- The cliff is the lowest called level of the two; it lies in (last level before it, that level]. Without
+  intervals (fewer than two repeats) nothing is called.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+
+class _Est(Protocol):
+    mean: float | None
+    n: int
+    ci95_low: float | None
+    ci95_high: float | None
+
+
+@dataclass(frozen=True)
+class CliffOptions:
+    latency_metric: str = "ttft_p95"
+    latency_ratio: float = 1.5
+    throughput_metric: str = "throughput_rps"
+    scaling_floor: float = 0.5
+
+
+def _brief(level: int, e: _Est) -> dict[str, Any]:
+    return {"level": level, "mean": e.mean, "ci95_low": e.ci95_low, "ci95_high": e.ci95_high, "n": e.n}
+
+
+def _has_ci(e: _Est) -> bool:
+    return e.ci95_low is not None and e.ci95_high is not None
+
+
+def _series(levels: Sequence[tuple[int, Mapping[str, _Est]]], key: str) -> list[tuple[int, _Est]]:
+    return [(lv, m[key]) for lv, m in levels if key in m and m[key].mean is not None]
+
+
+def _latency(series: list[tuple[int, _Est]], o: CliffOptions) -> dict[str, Any]:
+    out: dict[str, Any] = {"metric": o.latency_metric, "status": "none", "level": None, "candidates": []}
+    if len(series) < 3:
+        out["status"] = "too_few_levels"
+        return out
+    (l0, e0), (l1, e1) = series[0], series[1]
+    slope = max(0.0, (e1.mean - e0.mean) / (l1 - l0))
+    out["trend"] = {"from_levels": [l0, l1], "intercept_level": l0, "at_intercept": e0.mean, "slope_per_level": slope}
+    for (pl, pe), (cl, ce) in itertools.pairwise(series[1:]):
+        expected = e0.mean + slope * (cl - l0)
+        if ce.mean < o.latency_ratio * expected:
+            continue
+        called = _has_ci(pe) and _has_ci(ce) and ce.ci95_low > pe.ci95_high
+        why = (
+            "intervals do not overlap"
+            if called
+            else "no confidence interval (fewer than 2 repeats)"
+            if not (_has_ci(pe) and _has_ci(ce))
+            else "intervals of neighbouring levels overlap"
+        )
+        entry = {
+            "level": cl,
+            "previous": _brief(pl, pe),
+            "at": _brief(cl, ce),
+            "trend": expected,
+            "ratio_to_trend": ce.mean / expected if expected else None,
+            "called": called,
+            "why": why,
+        }
+        out["candidates"].append(entry)
+        if called:
+            out.update(status="found", level=cl, last_good_level=pl)
+            return out
+    if out["candidates"]:
+        out["status"] = "inconclusive"
+    return out
+
+
+def _throughput(series: list[tuple[int, _Est]], o: CliffOptions) -> dict[str, Any]:
+    out: dict[str, Any] = {"metric": o.throughput_metric, "status": "none", "level": None, "candidates": []}
+    if len(series) < 2:
+        out["status"] = "too_few_levels"
+        return out
+    for (pl, pe), (cl, ce) in itertools.pairwise(series):
+        r = cl / pl if pl else float("inf")
+        factor = 1.0 + o.scaling_floor * (r - 1.0)
+        if ce.mean >= pe.mean * factor:
+            continue
+        called = _has_ci(pe) and _has_ci(ce) and ce.ci95_high < pe.ci95_low * factor
+        why = (
+            "interval wholly below the scaling bar"
+            if called
+            else "no confidence interval (fewer than 2 repeats)"
+            if not (_has_ci(pe) and _has_ci(ce))
+            else "interval reaches the scaling bar (overlap)"
+        )
+        entry = {
+            "level": cl,
+            "previous": _brief(pl, pe),
+            "at": _brief(cl, ce),
+            "gain": ce.mean / pe.mean if pe.mean else None,
+            "linear_gain": r,
+            "called": called,
+            "why": why,
+        }
+        out["candidates"].append(entry)
+        if called:
+            out.update(status="found", level=cl, last_good_level=pl)
+            return out
+    if out["candidates"]:
+        out["status"] = "inconclusive"
+    return out
+
+
+def find_cliff(levels: Sequence[tuple[int, Mapping[str, _Est]]], options: CliffOptions | None = None) -> dict:
+    """The cliff over `levels` [(level, {metric key: estimate})], as a JSON-ready dict (see the module doc)."""
+    o = options or CliffOptions()
+    levels = sorted(levels, key=lambda lm: lm[0])
+    lat = _latency(_series(levels, o.latency_metric), o)
+    thr = _throughput(_series(levels, o.throughput_metric), o)
+    found = [(c["level"], name, c) for name, c in (("latency", lat), ("throughput", thr)) if c["status"] == "found"]
+    result: dict[str, Any] = {
+        "status": "none",
+        "level": None,
+        "last_good_level": None,
+        "reason": None,
+        "latency": lat,
+        "throughput": thr,
+        "options": asdict(o),
+    }
+    if found:
+        level, reason, c = min(found, key=lambda f: f[0])
+        result.update(status="found", level=level, last_good_level=c["last_good_level"], reason=reason)
+        result["message"] = (
+            f"cliff between level {c['last_good_level']} and {level} ({reason}: {c['metric']}; "
+            f"{c['candidates'][-1]['why']})"
+        )
+        return result
+    statuses = {lat["status"], thr["status"]}
+    if statuses == {"too_few_levels"}:
+        result["status"] = "too_few_levels"
+        result["message"] = "too few levels with data: latency needs 3, throughput 2"
+    elif "inconclusive" in statuses:
+        cands = [c for part in (lat, thr) for c in part["candidates"]]
+        result["status"] = "inconclusive"
+        result["message"] = "possible cliff at level(s) " + ", ".join(
+            f"{c['level']} ({c['why']})" for c in sorted(cands, key=lambda c: c["level"])
+        )
+    else:
+        result["message"] = "no cliff: latency stays near its low-load trend and throughput keeps growing"
+    return result

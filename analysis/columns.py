@@ -1,0 +1,231 @@
+"""Records → per-request numpy arrays, fast enough for hundreds of thousands of records.
+
+The per-request definitions are `slabench.metrics`' (TTFT = first_token − sent, E2E = end − sent, TPOT =
+(last_token − first_token) / (completion_tokens − 1), ITL = chunk gaps spread over the tokens each chunk carried).
+Building a `RequestRecord` per row and calling those functions costs ~40 µs a record; here the same formulas run
+column-wise on Arrow data. `tests/unit/test_analysis_columns.py` checks, record by record, that both agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+
+from slabench.errors import UserError
+from slabench.sinks import ARROW_SCHEMA, read_records
+
+COLUMNS = [
+    "run_id",
+    "stage_level",
+    "stage_repeat",
+    "stage_phase",
+    "wall_sent",
+    "sent",
+    "first_token",
+    "last_token",
+    "end",
+    "chunk_times",
+    "chunk_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+    "outcome",
+    "error_category",
+    "quality_task",
+    "parse_ok",
+    "items_expected",
+    "items_correct",
+    "item_accuracy",
+    "autofail_tp",
+    "autofail_fn",
+    "pass_agree",
+]
+READ_SCHEMA = pa.schema([ARROW_SCHEMA.field(c) for c in COLUMNS])
+EXCLUDED_PHASES = ("warmup", "cooldown")  # not steady state
+
+
+def read_table(path: str | Path) -> pa.Table:
+    """The records at `path` (.jsonl, or a .parquet file/directory) as an Arrow table of COLUMNS."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such records file")
+    if p.suffix == ".parquet":
+        return pq.read_table(p, columns=COLUMNS, schema=ARROW_SCHEMA)
+    if p.stat().st_size == 0:
+        return READ_SCHEMA.empty_table()
+    try:
+        opts = pj.ParseOptions(explicit_schema=READ_SCHEMA, unexpected_field_behavior="ignore")
+        return pj.read_json(p, parse_options=opts).select(COLUMNS)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # A run killed mid-write leaves a partial last line; the sink's reader knows how to skip exactly that
+        # (and names the line of any other bad one).
+        rows = [r.to_dict() for r in read_records(p)]
+        return pa.Table.from_pylist(rows, schema=ARROW_SCHEMA).select(COLUMNS)
+
+
+def _f64(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A numeric or boolean column as float64 with NaN for null."""
+    return col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def _str(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(col.to_pylist(), dtype=object)
+
+
+def _list_parts(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flat values, per-row lengths, per-row start offsets into flat) of a list column; null lists are empty."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = arr.flatten().to_numpy(zero_copy_only=False)
+    starts = np.zeros(len(lengths), dtype=np.int64)
+    if len(lengths) > 1:
+        np.cumsum(lengths[:-1], out=starts[1:])
+    return flat, lengths, starts
+
+
+def itl_arrays(chunk_times: pa.ChunkedArray, chunk_tokens: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(one ITL value per token over all rows, mean ITL per row with NaN where a row has no gap): the column-wise
+    form of `slabench.metrics.itl` / `mean_itl`."""
+    n = len(chunk_times)
+    flat, lengths, starts = _list_parts(chunk_times)
+    if flat.size == 0:
+        return np.empty(0), np.full(n, np.nan)
+    # has_gap[j]: element j is a chunk after its row's first, so flat[j] − flat[j − 1] is one of its row's gaps
+    has_gap = np.ones(flat.size, dtype=bool)
+    has_gap[starts[lengths > 0]] = False
+    gaps = np.diff(flat)[has_gap[1:]]
+    tk_flat, tk_len, tk_start = _list_parts(chunk_tokens)
+    if np.array_equal(tk_len, lengths):  # the usual case: a token count for every chunk
+        k = np.maximum(tk_flat[has_gap], 1).astype(np.int64)
+    elif not tk_len.any():  # no counts at all: one token per chunk
+        k = np.ones(gaps.size, dtype=np.int64)
+    else:  # some rows have fewer counts than chunks: missing ones count as 1
+        pos = np.arange(flat.size) - np.repeat(starts, lengths)
+        row = np.repeat(np.arange(n), lengths)
+        gap_row, gap_pos = row[has_gap], pos[has_gap]
+        known = gap_pos < tk_len[gap_row]
+        k = np.ones(gaps.size, dtype=np.int64)
+        k[known] = tk_flat[tk_start[gap_row[known]] + gap_pos[known]]
+        k = np.maximum(k, 1)
+    per_token = gaps / k
+    if (k != 1).any():
+        per_token = np.repeat(per_token, k)
+    # Per row: Σ gaps = last chunk − first chunk; Σ k over the row's gap elements via a cumulative sum.
+    gap_counts = np.maximum(lengths - 1, 0)
+    ends = np.cumsum(gap_counts)
+    ksum = np.concatenate(([0], np.cumsum(k)))
+    tok_sum = ksum[ends] - ksum[ends - gap_counts]
+    last = np.where(lengths > 0, flat[np.minimum(starts + lengths - 1, flat.size - 1)], np.nan)
+    first = np.where(lengths > 0, flat[np.minimum(starts, flat.size - 1)], np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(tok_sum > 0, (last - first) / np.where(tok_sum > 0, tok_sum, 1), np.nan)
+    return per_token, mean
+
+
+@dataclass
+class RunArrays:
+    """What one run contributes after warm-up exclusion. Latency arrays hold OK requests only."""
+
+    records: int  # rows in the run
+    excluded_warmup: int  # rows left out as warm-up (or cool-down)
+    warmup_rule: str  # "phase" | "time:<seconds>" | "none"
+    counted: int  # rows after exclusion
+    dropped: int  # counted rows with outcome `dropped` (ours: cancelled at stop, not sent, lost)
+    ok: int
+    errors: int
+    incomplete: int
+    error_counts: dict[str, int]  # non-OK counted rows by error category (or outcome when uncategorised)
+    window_start: float | None  # send time of the first counted request (wall-clock s when known)
+    window_end: float | None  # end time of the last counted request
+    ttft: np.ndarray  # per OK request, NaN where missing
+    e2e: np.ndarray
+    tpot: np.ndarray
+    itl_mean: np.ndarray
+    itl_tokens: np.ndarray  # one value per token over OK requests
+    output_tokens: float  # Σ completion tokens of OK requests
+    total_tokens: float  # Σ prompt + completion tokens of OK requests
+    quality: dict[str, dict[str, np.ndarray]]  # task → column → values over counted rows of that task
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.window_start is None or self.window_end is None:
+            return None
+        d = self.window_end - self.window_start
+        return d if d > 0 else None
+
+
+_QUALITY_COLS = ("parse_ok", "items_expected", "items_correct", "item_accuracy", "autofail_tp", "autofail_fn")
+
+
+def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
+    """Per-request arrays of one run. Warm-up: rows whose stage_phase is warmup/cooldown when the run's records
+    carry phases; otherwise rows sent in the first `warmup_s` seconds after the run's first request."""
+    n = table.num_rows
+    phase = table.column("stage_phase")
+    wall = _f64(table.column("wall_sent"))
+    sent = _f64(table.column("sent"))
+    end = _f64(table.column("end"))
+    use_wall = n > 0 and not np.isnan(wall).any()
+    # One clock for the whole run: wall-clock anchors compare across hosts; monotonic times only within one.
+    t_send = wall if use_wall else sent
+    t_end = wall + (end - sent) if use_wall else end
+    if phase.null_count < n:
+        keep = ~np.isin(_str(phase), EXCLUDED_PHASES)
+        rule = "phase"
+    elif warmup_s > 0 and n > 0 and not np.isnan(t_send).all():
+        with np.errstate(invalid="ignore"):
+            keep = ~(t_send < np.nanmin(t_send) + warmup_s)
+        rule = f"time:{warmup_s:g}"
+    else:
+        keep = np.ones(n, dtype=bool)
+        rule = "none"
+    # Scalar columns go to numpy and are masked there; the big list columns are filtered once, to the OK rows.
+    t = table.drop_columns(["chunk_times", "chunk_tokens"]).filter(pa.array(keep))
+    t_send, t_end, sent, end = t_send[keep], t_end[keep], sent[keep], end[keep]
+    outcome_all = _str(table.column("outcome"))
+    outcome = outcome_all[keep]
+    category = _str(t.column("error_category"))
+    ok = outcome == "ok"
+    not_ok = ~ok
+    keys = np.where(category[not_ok] == None, outcome[not_ok], category[not_ok])  # noqa: E711 (object array)
+    labels, counts = np.unique(keys.astype(str), return_counts=True) if keys.size else ([], [])
+    first, last = _f64(t.column("first_token")), _f64(t.column("last_token"))
+    completion, prompt = _f64(t.column("completion_tokens")), _f64(t.column("prompt_tokens"))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(completion >= 2, (last - first) / (completion - 1), np.nan)
+    tok_ok = table.select(["chunk_times", "chunk_tokens"]).filter(pa.array(keep & (outcome_all == "ok")))
+    itl_tokens, itl_mean = itl_arrays(tok_ok.column("chunk_times"), tok_ok.column("chunk_tokens"))
+    has_end = ~np.isnan(t_end)
+    quality: dict[str, dict[str, np.ndarray]] = {}
+    tasks = _str(t.column("quality_task"))
+    for task in sorted({x for x in tasks if x is not None}):
+        sel = pa.array(tasks == task)
+        sub = t.filter(sel)
+        quality[task] = {c: _f64(sub.column(c)) for c in _QUALITY_COLS}
+        quality[task]["pass_agree"] = _f64(sub.column("pass_agree"))
+    return RunArrays(
+        records=n,
+        excluded_warmup=int(n - keep.sum()),
+        warmup_rule=rule,
+        counted=t.num_rows,
+        dropped=int((outcome == "dropped").sum()),
+        ok=int(ok.sum()),
+        errors=int((outcome == "error").sum()),
+        incomplete=int((outcome == "incomplete").sum()),
+        error_counts={str(k): int(v) for k, v in zip(labels, counts, strict=True)},
+        window_start=float(np.nanmin(t_send)) if t.num_rows and not np.isnan(t_send).all() else None,
+        window_end=float(np.max(t_end[has_end])) if has_end.any() else None,
+        ttft=(first - sent)[ok],
+        e2e=(end - sent)[ok],
+        tpot=tpot[ok],
+        itl_mean=itl_mean,
+        itl_tokens=itl_tokens,
+        output_tokens=float(np.nansum(completion[ok])),
+        total_tokens=float(np.nansum(completion[ok]) + np.nansum(prompt[ok])),
+        quality=quality,
+    )

@@ -1,0 +1,141 @@
+"""The figures of one run, or of several runs pooled: `RunArrays` → {metric key: (value, samples)}. Pure.
+
+Keys (seconds, rates per second, ratios 0..1): ``ttft_*``, ``itl_*``, ``tpot_*``, ``e2e_*`` with ``*`` in p50, p90,
+p95, p99, mean; ``error_rate``, ``incomplete_rate``, ``throughput_rps``, ``output_tokens_per_s``,
+``total_tokens_per_s``; ``goodput_rps`` and ``goodput_ratio`` when per-request SLOs are given; and per quality task
+``quality.<task>.item_accuracy``, ``.autofail_recall``, ``.pass_agreement``, ``.parse_rate``.
+
+`samples` is the number of requests behind a value (for ITL: OK requests with at least one inter-token gap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.columns import RunArrays
+from analysis.stats import percentiles
+
+LATENCIES = ("ttft", "itl", "tpot", "e2e")
+STATS = ("p50", "p90", "p95", "p99", "mean")
+QUANTILE = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "mean": None}
+RATES = ("error_rate", "incomplete_rate", "throughput_rps", "output_tokens_per_s", "total_tokens_per_s")
+QUALITY = ("item_accuracy", "autofail_recall", "pass_agreement", "parse_rate")
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Per-request service-level objectives; a request meets them when it is OK and under every one that is set.
+    A request with no inter-token gap (one output token) has no ITL/TPOT and meets those two."""
+
+    ttft_s: float | None = None
+    itl_s: float | None = None  # the request's mean ITL
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+
+    @classmethod
+    def from_mapping(cls, m: Mapping[str, float] | None) -> Slo | None:
+        if not m:
+            return None
+        unknown = set(m) - {"ttft_s", "itl_s", "tpot_s", "e2e_s"}
+        if unknown:
+            raise ValueError(f"unknown SLO key(s) {sorted(unknown)}; use ttft_s, itl_s, tpot_s, e2e_s")
+        return cls(**{k: float(v) for k, v in m.items() if v is not None})
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def quantile_of(key: str) -> float | None:
+    """The percentile a metric key stands for (ttft_p99 → 99), None for means and rates."""
+    return QUANTILE.get(key.rsplit("_", 1)[-1]) if key.split("_")[0] in LATENCIES else None
+
+
+def _cat(parts: Sequence[RunArrays], name: str) -> np.ndarray:
+    arrays = [getattr(p, name) for p in parts]
+    return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
+
+
+def _latency(values: np.ndarray, prefix: str, requests: int, out: dict) -> None:
+    v = values[~np.isnan(values)]  # a fresh copy: its order may change
+    mean = float(v.mean()) if v.size else None
+    for stat, value in zip(STATS[:4], percentiles(v, [50, 90, 95, 99], overwrite=True), strict=True):
+        out[f"{prefix}_{stat}"] = (value, requests)
+    out[f"{prefix}_mean"] = (mean, requests)
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den > 0 else None
+
+
+def _quality(parts: Sequence[RunArrays], out: dict) -> None:
+    tasks = sorted({t for p in parts for t in p.quality})
+    for task in tasks:
+        cols = {c: np.concatenate([p.quality[task][c] for p in parts if task in p.quality]) for c in _QCOLS}
+        parse = cols["parse_ok"][~np.isnan(cols["parse_ok"])]
+        out[f"quality.{task}.parse_rate"] = (float(parse.mean()) if parse.size else None, int(parse.size))
+        exp, cor = cols["items_expected"], cols["items_correct"]
+        has_items = ~np.isnan(exp) & ~np.isnan(cor) & (exp > 0)
+        if has_items.any():  # micro-average: every rubric item counts once
+            acc = (float(cor[has_items].sum() / exp[has_items].sum()), int(has_items.sum()))
+        else:
+            ia = cols["item_accuracy"][~np.isnan(cols["item_accuracy"])]
+            acc = (float(ia.mean()) if ia.size else None, int(ia.size))
+        out[f"quality.{task}.item_accuracy"] = acc
+        tp, fn = cols["autofail_tp"], cols["autofail_fn"]
+        has_af = ~np.isnan(tp) & ~np.isnan(fn)
+        out[f"quality.{task}.autofail_recall"] = (
+            _ratio(float(tp[has_af].sum()), float(tp[has_af].sum() + fn[has_af].sum())),
+            int(((tp + fn)[has_af] > 0).sum()),
+        )
+        pa_ = cols["pass_agree"][~np.isnan(cols["pass_agree"])]
+        out[f"quality.{task}.pass_agreement"] = (float(pa_.mean()) if pa_.size else None, int(pa_.size))
+
+
+_QCOLS = ("parse_ok", "items_expected", "items_correct", "item_accuracy", "autofail_tp", "autofail_fn", "pass_agree")
+
+
+def meets_slo(parts: Sequence[RunArrays], slo: Slo) -> int:
+    """How many OK requests meet every SLO that is set (NaN ITL/TPOT: no gap, meets)."""
+    ok = np.ones(sum(p.ok for p in parts), dtype=bool)
+    with np.errstate(invalid="ignore"):
+        for name, limit, nan_meets in (
+            ("ttft", slo.ttft_s, False),
+            ("itl_mean", slo.itl_s, True),
+            ("tpot", slo.tpot_s, True),
+            ("e2e", slo.e2e_s, False),
+        ):
+            if limit is None:
+                continue
+            v = _cat(parts, name)
+            ok &= (v <= limit) | (np.isnan(v) & nan_meets)
+    return int(ok.sum())
+
+
+def metric_values(parts: Sequence[RunArrays], slo: Slo | None = None) -> dict[str, tuple[float | None, int]]:
+    """Figures over the requests of `parts` together (one run, or a level pooled). Rates divide by the summed
+    measured windows of the parts."""
+    out: dict[str, tuple[float | None, int]] = {}
+    ok = sum(p.ok for p in parts)
+    _latency(_cat(parts, "ttft"), "ttft", ok, out)
+    itl_requests = int(sum(int((~np.isnan(p.itl_mean)).sum()) for p in parts))
+    _latency(_cat(parts, "itl_tokens"), "itl", itl_requests, out)
+    tpot = _cat(parts, "tpot")
+    _latency(tpot, "tpot", int((~np.isnan(tpot)).sum()), out)
+    _latency(_cat(parts, "e2e"), "e2e", ok, out)
+    answered = sum(p.counted - p.dropped for p in parts)  # dropped requests are ours, not the server's
+    out["error_rate"] = (_ratio(sum(p.errors for p in parts), answered), answered)
+    out["incomplete_rate"] = (_ratio(sum(p.incomplete for p in parts), answered), answered)
+    durations = [p.duration_s for p in parts]
+    duration = sum(d for d in durations if d is not None) if any(d is not None for d in durations) else 0.0
+    out["throughput_rps"] = (_ratio(ok, duration), ok)
+    out["output_tokens_per_s"] = (_ratio(sum(p.output_tokens for p in parts), duration), ok)
+    out["total_tokens_per_s"] = (_ratio(sum(p.total_tokens for p in parts), duration), ok)
+    if slo is not None:
+        good = meets_slo(parts, slo)
+        out["goodput_rps"] = (_ratio(good, duration), ok)
+        out["goodput_ratio"] = (_ratio(good, answered), answered)
+    _quality(parts, out)
+    return out

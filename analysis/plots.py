@@ -1,0 +1,202 @@
+"""PNG plots of a `SweepSummary` (matplotlib's Agg canvas on explicit Figures: no pyplot, no global state).
+
+Every plot shows both views where they apply: the across-repeat mean with error bars of ± one standard deviation,
+the 95 % interval as a shaded band, each run's value as a faint dot, and the pooled value as a hollow marker.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from analysis.aggregate_runs import LevelSummary, SweepSummary
+
+RUN_DOT = {"color": "0.55", "s": 12, "zorder": 2, "label": "each run"}
+MEAN_BAR = {"fmt": "o-", "capsize": 4, "lw": 1.8, "ms": 5, "zorder": 4}
+POOLED = {"marker": "D", "facecolors": "none", "s": 30, "zorder": 5}
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    FigureCanvasAgg(fig).print_png(buf)
+    return buf.getvalue()
+
+
+def _figure() -> tuple[Figure, object]:
+    fig = Figure(figsize=(7.2, 4.2), dpi=110, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _level_axis(ax: object, levels: list[int]) -> None:
+    if levels and min(levels) > 0 and max(levels) / min(levels) >= 8:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(levels, [str(lv) for lv in levels])
+    ax.minorticks_off()
+    ax.ticklabel_format(axis="y", useOffset=False)
+    ax.set_xlabel("concurrency level")
+    ax.grid(alpha=0.3)
+
+
+def _series(
+    ax: object, levels: list[LevelSummary], key: str, label: str, color: str, scale: float, runs: bool = True
+) -> bool:
+    pts = [(lv.level, lv.metrics[key]) for lv in levels if key in lv.metrics and lv.metrics[key].mean is not None]
+    if not pts:
+        return False
+    if runs:
+        xs = [lv.level for lv in levels for r in lv.runs if r.metrics.get(key) is not None]
+        ys = [r.metrics[key] * scale for lv in levels for r in lv.runs if r.metrics.get(key) is not None]
+        ax.scatter(xs, ys, **{**RUN_DOT, "label": f"{label}: each run"})
+    x = [lv for lv, _ in pts]
+    y = [e.mean * scale for _, e in pts]
+    err = [(e.std or 0.0) * scale for _, e in pts]
+    ax.errorbar(x, y, yerr=err, color=color, label=f"{label}: mean ± std", **MEAN_BAR)
+    ci = [(lv, e) for lv, e in pts if e.ci95_low is not None]
+    if ci:
+        ax.fill_between(
+            [lv for lv, _ in ci],
+            [e.ci95_low * scale for _, e in ci],
+            [e.ci95_high * scale for _, e in ci],
+            color=color,
+            alpha=0.18,
+            label=f"{label}: 95% CI",
+        )
+    pooled = [(lv, e.pooled * scale) for lv, e in pts if e.pooled is not None]
+    ax.scatter([p[0] for p in pooled], [p[1] for p in pooled], edgecolors=color, label=f"{label}: pooled", **POOLED)
+    return True
+
+
+def _cliff_line(ax: object, summary: SweepSummary) -> None:
+    c = summary.cliff
+    if c.get("status") == "found":
+        ax.axvline(c["level"], color="crimson", ls="--", lw=1.2, label=f"cliff ({c['reason']}) at {c['level']}")
+
+
+def _no_data(ax: object) -> None:
+    ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="0.4")
+
+
+def _trend(ax: object, summary: SweepSummary, key: str, scale: float) -> None:
+    """The cliff method's low-load trend and its candidate threshold (ratio × trend), when `key` is its metric."""
+    lat = summary.cliff.get("latency") or {}
+    t = lat.get("trend")
+    if lat.get("metric") != key or not t:
+        return
+    ratio = (summary.cliff.get("options") or {}).get("latency_ratio", 1.5)
+    xs = [lv.level for lv in summary.levels]
+    ys = [(t["at_intercept"] + t["slope_per_level"] * (x - t["intercept_level"])) * scale for x in xs]
+    ax.plot(xs, ys, ls=":", color="0.35", label="low-load trend")
+    ax.plot(xs, [y * ratio for y in ys], ls="--", color="0.65", lw=0.9, label=f"{ratio:g}× trend (cliff candidates)")
+
+
+def latency_plot(summary: SweepSummary, key: str = "ttft_p95", title: str = "TTFT p95") -> bytes:
+    fig, ax = _figure()
+    if not _series(ax, summary.levels, key, title, "tab:blue", 1000.0):
+        _no_data(ax)
+    _trend(ax, summary, key, 1000.0)
+    _cliff_line(ax, summary)
+    _level_axis(ax, [lv.level for lv in summary.levels])
+    ax.set_ylabel(f"{title} (ms)")
+    ax.set_title(f"{title} vs concurrency")
+    ax.legend(fontsize=7, loc="upper left")
+    return _png(fig)
+
+
+def itl_plot(summary: SweepSummary) -> bytes:
+    fig, ax = _figure()
+    any_ = _series(ax, summary.levels, "itl_p50", "ITL p50", "tab:green", 1000.0, runs=False)
+    any_ |= _series(ax, summary.levels, "itl_p95", "ITL p95", "tab:orange", 1000.0, runs=False)
+    if not any_:
+        _no_data(ax)
+    _cliff_line(ax, summary)
+    _level_axis(ax, [lv.level for lv in summary.levels])
+    ax.set_ylabel("inter-token latency (ms)")
+    ax.set_title("ITL vs concurrency")
+    ax.legend(fontsize=7, loc="upper left")
+    return _png(fig)
+
+
+def throughput_plot(summary: SweepSummary) -> bytes:
+    """Requests/s per level with the linear-scaling line from the lowest level (where a plateau shows)."""
+    fig, ax = _figure()
+    if _series(ax, summary.levels, "throughput_rps", "throughput", "tab:purple", 1.0):
+        first = next(
+            lv for lv in summary.levels if lv.metrics.get("throughput_rps") and lv.metrics["throughput_rps"].mean
+        )
+        base = first.metrics["throughput_rps"].mean / first.level
+        xs = [lv.level for lv in summary.levels]
+        ax.plot(xs, [base * x for x in xs], ls=":", color="0.4", label="linear scaling from the lowest level")
+    else:
+        _no_data(ax)
+    _cliff_line(ax, summary)
+    _level_axis(ax, [lv.level for lv in summary.levels])
+    ax.set_ylabel("OK requests / s")
+    ax.set_title("Throughput vs concurrency")
+    ax.legend(fontsize=7, loc="upper left")
+    return _png(fig)
+
+
+def throughput_latency_plot(summary: SweepSummary, latency_key: str = "ttft_p95") -> bytes:
+    """Output tokens/s against latency, one point per level (mean ± std both ways), labelled with the level."""
+    fig, ax = _figure()
+    pts = [
+        (lv.level, lv.metrics["output_tokens_per_s"], lv.metrics[latency_key])
+        for lv in summary.levels
+        if lv.metrics.get("output_tokens_per_s") is not None
+        and lv.metrics.get(latency_key) is not None
+        and lv.metrics["output_tokens_per_s"].mean is not None
+        and lv.metrics[latency_key].mean is not None
+    ]
+    if pts:
+        x = [t.mean for _, t, _ in pts]
+        y = [lat.mean * 1000 for _, _, lat in pts]
+        ax.errorbar(
+            x,
+            y,
+            xerr=[t.std or 0 for _, t, _ in pts],
+            yerr=[(lat.std or 0) * 1000 for _, _, lat in pts],
+            color="tab:blue",
+            label="mean ± std per level",
+            **MEAN_BAR,
+        )
+        for (level, _, _), xi, yi in zip(pts, x, y, strict=True):
+            ax.annotate(str(level), (xi, yi), textcoords="offset points", xytext=(5, 5), fontsize=8)
+        ax.legend(fontsize=7, loc="upper left")
+    else:
+        _no_data(ax)
+    ax.grid(alpha=0.3)
+    ax.set_xlabel("output tokens / s")
+    ax.set_ylabel(f"{latency_key.replace('_', ' ').upper()} (ms)")
+    ax.set_title("Throughput vs latency (labels: concurrency level)")
+    return _png(fig)
+
+
+def error_plot(summary: SweepSummary) -> bytes:
+    fig, ax = _figure()
+    any_ = _series(ax, summary.levels, "error_rate", "error rate", "tab:red", 100.0)
+    any_ |= _series(ax, summary.levels, "incomplete_rate", "incomplete rate", "tab:brown", 100.0, runs=False)
+    if not any_:
+        _no_data(ax)
+    _level_axis(ax, [lv.level for lv in summary.levels])
+    ax.set_ylabel("% of answered requests")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Errors vs concurrency")
+    ax.legend(fontsize=7, loc="upper left")
+    return _png(fig)
+
+
+PLOTS: dict[str, tuple[str, Callable[[SweepSummary], bytes]]] = {
+    "ttft_p95": ("TTFT p95 vs concurrency", latency_plot),
+    "itl": ("Inter-token latency vs concurrency", itl_plot),
+    "throughput": ("Throughput vs concurrency", throughput_plot),
+    "throughput_latency": ("Throughput vs latency", throughput_latency_plot),
+    "errors": ("Error rate vs concurrency", error_plot),
+}
+
+
+def render_all(summary: SweepSummary) -> dict[str, tuple[str, bytes]]:
+    """{file stem: (title, PNG bytes)} for every plot."""
+    return {name: (title, fn(summary)) for name, (title, fn) in PLOTS.items()}

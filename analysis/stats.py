@@ -1,0 +1,152 @@
+"""Small, exact statistics for the aggregator. Pure functions, no I/O.
+
+- Percentiles are exact over the values given: numpy's ``method="linear"`` (Hyndman & Fan type 7, the default of
+  numpy, R and Excel's PERCENTILE.INC): with the values sorted, the p-th percentile sits at rank h = (n − 1)·p/100
+  and is interpolated linearly between the two neighbouring order statistics.
+- Across repeats: mean, sample standard deviation (n − 1), coefficient of variation (std / mean) and a Student-t
+  confidence interval mean ± t(1 − α/2, n − 1) · std / √n. One value gives n = 1 and no std, CV or interval (None),
+  never a made-up one.
+- The Student-t quantile is computed here (regularised incomplete beta, continued fraction, then bisection) so the
+  numbers do not depend on whether SciPy happens to be installed; tests check it against SciPy where it is.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+PERCENTILE_METHOD = "linear"  # Hyndman & Fan type 7
+CONFIDENCE = 0.95
+MIN_SAMPLES = 30  # fewer requests than this behind any figure: flagged as resting on too few samples
+
+
+def percentile(values: np.ndarray | Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0..100) of `values`, exactly (type 7). None for no values."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        return None
+    return float(np.percentile(arr, q, method=PERCENTILE_METHOD))
+
+
+def percentiles(values: np.ndarray, qs: Sequence[float], overwrite: bool = False) -> list[float | None]:
+    """Several percentiles of one array with one partial sort. `overwrite`: the caller owns `values` and does not
+    mind their order changing (saves a copy of a possibly large array)."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        return [None] * len(qs)
+    return [float(x) for x in np.percentile(arr, list(qs), method=PERCENTILE_METHOD, overwrite_input=overwrite)]
+
+
+def min_samples_for(q: float | None) -> int:
+    """Requests a figure needs before it is trusted: MIN_SAMPLES, and for a percentile enough that at least one
+    request lies beyond it (p99 needs 100, p99.9 needs 1000)."""
+    if q is None or q <= 50:
+        return MIN_SAMPLES
+    return max(MIN_SAMPLES, math.ceil(100.0 / (100.0 - q) - 1e-9))
+
+
+# -- Student t ---------------------------------------------------------------------------------------------------
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes §6.4)."""
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < eps:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    front = math.exp(ln_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T ≤ t) for Student's t with `df` degrees of freedom."""
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+@functools.lru_cache(maxsize=256)  # the same few (p, df) pairs come up for every metric of every level
+def t_ppf(p: float, df: float) -> float:
+    """The p-quantile of Student's t (0 < p < 1), by bisection on t_cdf to ~1e-12."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if df <= 0:
+        raise ValueError(f"df must be > 0, got {df}")
+    if p < 0.5:
+        return -t_ppf(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+# -- across repeats ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """One metric across the repeats of a level."""
+
+    mean: float | None
+    std: float | None  # sample standard deviation (n − 1); None for n < 2
+    n: int
+    ci_low: float | None  # Student-t interval at CONFIDENCE; None for n < 2
+    ci_high: float | None
+    cv: float | None  # std / |mean|; None for n < 2 or a zero mean
+
+
+def spread(values: Sequence[float | None], confidence: float = CONFIDENCE) -> Spread:
+    """Mean, std, n, t-interval and CV of the per-repeat values; None entries (a run with no data) are left out."""
+    xs = [float(v) for v in values if v is not None and not math.isnan(v)]
+    n = len(xs)
+    if n == 0:
+        return Spread(None, None, 0, None, None, None)
+    mean = math.fsum(xs) / n
+    if n < 2:
+        return Spread(mean, None, 1, None, None, None)
+    var = math.fsum((x - mean) ** 2 for x in xs) / (n - 1)
+    std = math.sqrt(var)
+    half = t_ppf(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
+    cv = std / abs(mean) if mean != 0 else None
+    return Spread(mean, std, n, mean - half, mean + half, cv)
+
+
+def intervals_overlap(a_low: float, a_high: float, b_low: float, b_high: float) -> bool:
+    return a_low <= b_high and b_low <= a_high

@@ -1,0 +1,1 @@
+"""`slabench sweep`: repeated locust runs per concurrency level, and `slabench aggregate` (see analysis/)."""

@@ -1,0 +1,228 @@
+"""`slabench sweep` (run a sweep YAML) and `slabench aggregate RUN_DIR` (figures, report, console table)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from slabench.errors import UserError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="run a load sweep: one locust run per (level, repeat), then aggregate and report",
+        description="Run a sweep YAML (see sweeps/): one real `locust --headless` process per (level, repeat), "
+        "records under runs/<sweep-id>/<level>/<repeat>/, then summary.json, report.html/.md and a console table.",
+    )
+    p.add_argument("--config", required=True, help="sweep YAML, e.g. sweeps/default.yaml")
+    p.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="SWEEP_DIR",
+        help="continue an interrupted sweep, skipping complete runs (default: the newest unfinished one of this name)",
+    )
+    p.add_argument("--sweep-id", help="name of the sweep directory (default: <name>-<UTC time>)")
+    p.add_argument("--output-dir", help="parent of sweep directories (default: the YAML's output_dir, runs)")
+    p.add_argument("--target-url", help="override target.url (an OpenAI-compatible base URL)")
+    p.add_argument("--processes", type=int, help="override run.processes (locust --processes)")
+    p.add_argument("--no-report", action="store_true", help="only run; aggregate later with `slabench aggregate`")
+    p.add_argument(
+        "--sla",
+        help="grade the sweep against this SLA contract at the end (exit 0 PASS, 1 CONDITIONAL, "
+        "2 FAIL, 3 invalid input)",
+    )
+    p.set_defaults(func=run_sweep)
+
+    a = sub.add_parser(
+        "aggregate",
+        help="aggregate a sweep directory: per level mean ± std, 95%% CI, pooled view, cliff, report",
+        description="Aggregate RUN_DIR (a `slabench sweep` directory, or a records file of a stepped shape) into "
+        "summary.json, report.md, report.html and plots/, and print a table.",
+    )
+    a.add_argument("run_dir", metavar="RUN_DIR")
+    a.add_argument("--out", help="where to write the report (default: RUN_DIR, or beside a records file)")
+    a.add_argument("--warmup-s", type=float, help="leave out each run's first seconds (default: the run manifests')")
+    a.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        metavar="KEY=SECONDS",
+        help="per-request SLO for goodput (ttft_s, itl_s, tpot_s, e2e_s); repeatable (default: the sweep YAML's)",
+    )
+    a.add_argument("--require-ci", action="store_true", help="fail (exit 3) when a level has fewer than 2 repeats")
+    a.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
+    a.set_defaults(func=run_aggregate)
+
+
+# -- sweep -------------------------------------------------------------------------------------------------------
+def _apply_overrides(cfg, args: argparse.Namespace):
+    if args.processes is not None:
+        if args.processes < 1:
+            raise UserError(f"--processes must be ≥ 1 (got {args.processes})")
+        cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"processes": args.processes})})
+    if args.target_url:
+        from slabench.sweep.config import Target
+
+        try:
+            target = Target(url=args.target_url, api_key_env=cfg.target.api_key_env, insecure=cfg.target.insecure)
+        except ValueError:
+            raise UserError(f"--target-url {args.target_url}: must be an http:// or https:// URL") from None
+        cfg = cfg.model_copy(update={"target": target})
+    if args.output_dir:
+        cfg = cfg.model_copy(update={"output_dir": args.output_dir})
+    return cfg
+
+
+def _config_diff(old: dict, new: dict) -> list[str]:
+    keys = sorted(set(old) | set(new))
+    return [k for k in keys if k != "analysis" and old.get(k) != new.get(k)]
+
+
+def _resume_dir(cfg, resume: str) -> Path:
+    from slabench.sweep.runner import read_json
+
+    base = Path(cfg.output_dir)
+    if resume != "latest":
+        d = Path(resume)
+        if not (d / "sweep.json").exists():
+            raise UserError(f"--resume {d}: not a sweep directory (no sweep.json)")
+        return d
+    candidates = sorted(
+        (d for d in base.glob(f"{cfg.name}-*") if (d / "sweep.json").exists()),
+        key=lambda d: (d / "sweep.json").stat().st_mtime,
+    )
+    unfinished = [d for d in candidates if (read_json(d / "sweep.json") or {}).get("status") != "complete"]
+    if not unfinished:
+        raise UserError(f"--resume: no unfinished sweep named {cfg.name!r} under {base}/; pass its directory")
+    return unfinished[-1]
+
+
+def _new_dir(cfg, sweep_id: str | None) -> Path:
+    base = Path(cfg.output_dir)
+    if sweep_id:
+        d = base / sweep_id
+        if d.exists():
+            raise UserError(f"--sweep-id {sweep_id}: {d} exists; pick another id or use --resume {d}")
+        return d
+    stem = f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    d, k = base / stem, 2
+    while d.exists():
+        d, k = base / f"{stem}-{k}", k + 1
+    return d
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    from slabench.sweep.config import load_sweep
+    from slabench.sweep.runner import SweepRunner, read_json
+
+    cfg = _apply_overrides(load_sweep(args.config), args)
+    contract = None
+    if args.sla:  # a bad contract stops us before any load is sent
+        from sla.contract import load_contract
+
+        contract = load_contract(args.sla)
+    console = Console(stderr=True)
+    if args.resume:
+        sweep_dir = _resume_dir(cfg, args.resume)
+        old = (read_json(sweep_dir / "sweep.json") or {}).get("config") or {}
+        diff = _config_diff(old, cfg.model_dump(mode="json"))
+        if diff:
+            raise UserError(
+                f"--resume {sweep_dir}: the config differs from the one it was started with in {', '.join(diff)}; "
+                "resume with the same config, or start a new sweep"
+            )
+    else:
+        sweep_dir = _new_dir(cfg, args.sweep_id)
+    runner = SweepRunner(cfg, Path(args.config), sweep_dir, console)
+    console.print(f"sweep {sweep_dir.name}: levels {cfg.levels} × {cfg.repeats} repeats → {sweep_dir}")
+    status = runner.run(resumed=bool(args.resume))
+    if status == "interrupted":
+        console.print(
+            f"interrupted: finished runs are kept in {sweep_dir}; continue with\n"
+            f"  slabench sweep --config {args.config} --resume {sweep_dir}"
+        )
+        return 130
+    if not (args.no_report or not cfg.analysis.report):
+        _report(sweep_dir, cfg.analysis, None, None, console, as_json=False)
+    else:
+        console.print(f"done; aggregate with: slabench aggregate {sweep_dir}")
+    if contract is None:
+        return 0
+    from sla.grade_run import exit_code, grade_run_dir, write_verdict
+    from sla.render import verdict_table
+
+    verdict = grade_run_dir(sweep_dir, contract)
+    console.print(f"verdict: {write_verdict(verdict, sweep_dir)}")
+    console.print(verdict_table(verdict))
+    return exit_code(verdict)
+
+
+# -- aggregate ---------------------------------------------------------------------------------------------------
+def _parse_slo(items: list[str]) -> dict[str, float] | None:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in ("ttft_s", "itl_s", "tpot_s", "e2e_s"):
+            raise UserError(f"--slo {item}: write KEY=SECONDS with KEY one of ttft_s, itl_s, tpot_s, e2e_s")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise UserError(f"--slo {item}: {value!r} is not a number of seconds") from None
+        if out[key] <= 0:
+            raise UserError(f"--slo {item}: must be > 0")
+    return out or None
+
+
+def _report(run_dir: Path, analysis, slo, warmup_s, console: Console, as_json: bool, out=None, require=False) -> int:
+    from analysis.aggregate_runs import aggregate, require_ci, summary_json
+    from analysis.cliff import CliffOptions
+    from analysis.report import print_console, write_report
+
+    cliff = CliffOptions(**analysis.cliff.model_dump()) if analysis is not None else None
+    if slo is None and analysis is not None and analysis.slo is not None:
+        slo = {k: v for k, v in analysis.slo.model_dump().items() if v is not None}
+    summary = aggregate(run_dir, slo=slo, warmup_s=warmup_s, cliff_options=cliff)
+    if require:
+        require_ci(summary)
+    out_dir = Path(out) if out else (run_dir if run_dir.is_dir() else run_dir.parent)
+    paths = write_report(summary, out_dir)
+    if as_json:
+        sys.stdout.write(summary_json(summary))
+    else:
+        print_console(summary)
+        console.print(f"report: {paths['html']}  {paths['markdown']}  {paths['summary']}")
+    return 0
+
+
+def run_aggregate(args: argparse.Namespace) -> int:
+    from slabench.sweep.config import Analysis
+    from slabench.sweep.runner import read_json
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.exists():
+        raise UserError(f"{run_dir}: no such directory or file")
+    analysis = None
+    meta = read_json(run_dir / "sweep.json") if run_dir.is_dir() else None
+    if meta and isinstance(meta.get("config"), dict) and "analysis" in meta["config"]:
+        try:
+            analysis = Analysis.model_validate(meta["config"]["analysis"])
+        except ValueError:
+            analysis = None  # an older sweep.json: use the defaults
+    if args.warmup_s is not None and args.warmup_s < 0:
+        raise UserError(f"--warmup-s must be ≥ 0 (got {args.warmup_s})")
+    return _report(
+        run_dir,
+        analysis,
+        _parse_slo(args.slo),
+        args.warmup_s,
+        Console(stderr=True),
+        args.json,
+        out=args.out,
+        require=args.require_ci,
+    )

@@ -1,0 +1,63 @@
+"""A locustfile the sweep loads beside the workload's (``-f workload.py,<this file>``): it adds no users, only
+
+- ``--stage-level`` / ``--stage-repeat``: stamped on every record (via the bridge's `stage_fn` hook, unless a load
+  shape already set one), so a run's records say which (level, repeat) they belong to;
+- ``--stop-after-requests N``: quit the run once N records have been written (a request-count run).
+
+Warm-up is deliberately not stamped here: the aggregator leaves out each run's first `warmup_s` seconds, so the
+warm-up can be changed afterwards (`slabench aggregate --warmup-s`) without re-running anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gevent
+from locust import events
+from locust.env import Environment
+from locust.runners import WorkerRunner
+
+POLL_S = 0.1
+
+
+@events.init_command_line_parser.add_listener
+def _options(parser: Any) -> None:
+    g = parser.add_argument_group("slabench sweep")
+    g.add_argument("--stage-level", type=int, default=-1, help="concurrency level stamped on every record")
+    g.add_argument("--stage-repeat", type=int, default=-1, help="repeat number stamped on every record")
+    g.add_argument("--stop-after-requests", type=int, default=0, help="quit after this many records (0: no limit)")
+
+
+def _stage(environment: Environment) -> dict[str, Any]:
+    o = environment.parsed_options
+    out = {}
+    if o.stage_level >= 0:
+        out["stage_level"] = o.stage_level
+    if o.stage_repeat >= 0:
+        out["stage_repeat"] = o.stage_repeat
+    return out
+
+
+@events.init.add_listener
+def _on_init(environment: Environment, **_: Any) -> None:
+    hub = getattr(environment, "slabench", None)
+    if hub is not None and hub.stage_fn is None:
+        # Read the options at call time: workers receive the master's values only when the test starts.
+        hub.stage_fn = lambda: _stage(environment)
+
+
+def _watch(environment: Environment, limit: int) -> None:
+    hub = environment.slabench
+    while True:
+        gevent.sleep(POLL_S)
+        sink = hub.sink
+        if sink is not None and sink.count >= limit:
+            environment.runner.quit()
+            return
+
+
+@events.test_start.add_listener
+def _on_test_start(environment: Environment, **_: Any) -> None:
+    limit = environment.parsed_options.stop_after_requests
+    if limit > 0 and not isinstance(environment.runner, WorkerRunner) and hasattr(environment, "slabench"):
+        gevent.spawn(_watch, environment, limit)

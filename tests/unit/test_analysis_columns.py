@@ -1,0 +1,114 @@
+"""The column-wise metrics agree with `slabench.metrics`, record by record; JSONL and Parquet read the same."""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis.columns import itl_arrays, read_table, run_arrays
+from slabench import metrics
+from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.sinks import ARROW_SCHEMA, open_sink
+from tests.analysis_helpers import rec
+
+
+@st.composite
+def records(draw):
+    out = []
+    for i in range(draw(st.integers(0, 8))):
+        n = draw(st.integers(0, 6))
+        gaps = draw(st.lists(st.floats(0.0, 0.5), min_size=max(n - 1, 0), max_size=max(n - 1, 0)))
+        # chunk_tokens: absent, complete, or shorter than the chunks (the metrics treat missing counts as 1)
+        tok_len = draw(st.sampled_from([None, n, max(n - 2, 0)]))
+        tokens = None if tok_len is None else draw(st.lists(st.integers(0, 4), min_size=tok_len, max_size=tok_len))
+        if n == 0:
+            r = rec(float(i), ttft=None, gaps=())
+        else:
+            r = rec(float(i), ttft=draw(st.floats(0.0, 2.0)), gaps=gaps, tokens=tokens)
+        r = r.replace(completion_tokens=draw(st.one_of(st.none(), st.integers(0, 50))))
+        out.append(r)
+    return out
+
+
+def _table(recs):
+    return pa.Table.from_pylist([r.to_dict() for r in recs], schema=ARROW_SCHEMA)
+
+
+@settings(max_examples=150, deadline=None)  # a loaded 2-core CI machine: no per-example deadline
+@given(records())
+def test_columnwise_metrics_equal_slabench_metrics(recs):
+    t = _table(recs)
+    per_token, mean = itl_arrays(t.column("chunk_times"), t.column("chunk_tokens"))
+    expected_tokens = [x for r in recs for x in metrics.itl(r)]
+    assert per_token.tolist() == pytest.approx(expected_tokens)
+    for r, m in zip(recs, mean, strict=True):
+        e = metrics.mean_itl(r)
+        assert (np.isnan(m) and e is None) or m == pytest.approx(e)
+    a = run_arrays(t)
+    for name, fn in (("ttft", metrics.ttft), ("e2e", metrics.e2e), ("tpot", metrics.tpot)):
+        got = getattr(a, name)
+        want = [fn(r) for r in recs]
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert (np.isnan(g) and w is None) or g == pytest.approx(w)
+
+
+def test_errors_are_counted_by_category_and_latency_uses_ok_only():
+    recs = [
+        rec(0.0, ttft=0.1),
+        rec(1.0, ttft=0.5, outcome=Outcome.INCOMPLETE, category=ErrorCategory.STREAM_CUT),
+        rec(2.0, ttft=None, outcome=Outcome.ERROR, category=ErrorCategory.HTTP_5XX),
+        rec(3.0, ttft=None, outcome=Outcome.ERROR, category=ErrorCategory.HTTP_5XX),
+        rec(4.0, ttft=None, outcome=Outcome.DROPPED, category=ErrorCategory.CANCELLED),
+    ]
+    a = run_arrays(_table(recs))
+    assert a.error_counts == {"http_5xx": 2, "stream_cut": 1, "cancelled": 1}
+    assert (a.ok, a.errors, a.incomplete, a.dropped) == (1, 2, 1, 1)
+    assert a.ttft.tolist() == pytest.approx([0.1])
+
+
+def test_warmup_by_time_and_by_phase():
+    recs = [rec(float(s)) for s in range(10)]  # sent at 0..9 s
+    a = run_arrays(_table(recs), warmup_s=3.0)
+    assert (a.excluded_warmup, a.counted, a.warmup_rule) == (3, 7, "time:3")
+    assert a.window_start == pytest.approx(1_700_000_000.0 + 3.0)
+    phased = [r.replace(stage_phase="warmup" if i < 2 else "hold") for i, r in enumerate(recs)]
+    phased[-1] = phased[-1].replace(stage_phase="cooldown")
+    b = run_arrays(_table(phased), warmup_s=5.0)  # phases win over the time rule
+    assert (b.excluded_warmup, b.counted, b.warmup_rule) == (3, 7, "phase")
+
+
+def test_jsonl_and_parquet_read_the_same(tmp_path):
+    recs = [rec(float(i), tokens=(1, 2, 1)) for i in range(5)]
+    for path in (tmp_path / "r.jsonl", tmp_path / "r.parquet"):
+        sink = open_sink(path)
+        sink.write(recs)
+        sink.close()
+    a, b = read_table(tmp_path / "r.jsonl"), read_table(tmp_path / "r.parquet")
+    assert a.to_pylist() == b.to_pylist()
+    assert a.num_rows == 5
+
+
+def test_a_partial_last_line_is_skipped_and_newer_fields_ignored(tmp_path):
+    p = tmp_path / "records.jsonl"
+    d = rec(0.0).to_dict()
+    d["a_field_from_a_newer_schema"] = 1
+    p.write_text(json.dumps(d) + "\n" + json.dumps(rec(1.0).to_dict())[:40])
+    t = read_table(p)
+    assert t.num_rows == 1
+    (tmp_path / "empty.jsonl").write_text("")
+    assert read_table(tmp_path / "empty.jsonl").num_rows == 0
+
+
+def test_empty_run_gives_no_values():
+    a = run_arrays(_table([]), warmup_s=2.0)
+    assert a.counted == 0 and a.duration_s is None and a.ttft.size == 0
+
+
+def test_an_unfinished_record_is_never_silently_zero():
+    r = RequestRecord(run_id="x", request_id="1", sent=1.0, outcome=Outcome.OK)
+    a = run_arrays(_table([r]))
+    assert np.isnan(a.ttft).all() and np.isnan(a.e2e).all()

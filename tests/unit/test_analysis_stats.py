@@ -1,0 +1,77 @@
+"""Percentiles, the Student-t quantile and the across-repeat spread, against hand-computed answers."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis.stats import betainc, min_samples_for, percentile, percentiles, spread, t_cdf, t_ppf
+
+# Two-sided 95 % critical values t(0.975, df) from the standard table (e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2).
+T_TABLE = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 9: 2.262, 10: 2.228, 29: 2.045, 30: 2.042, 100: 1.984}
+
+
+def test_percentile_type7_by_hand():
+    xs = [1.0, 2.0, 3.0, 4.0]
+    # rank h = (n-1)·p: p50 → 1.5 → 2.5; p90 → 2.7 → 3 + 0.7·1 = 3.7; p95 → 2.85 → 3.85; p99 → 2.97 → 3.97
+    assert percentile(xs, 50) == pytest.approx(2.5)
+    assert percentile(xs, 90) == pytest.approx(3.7)
+    assert percentiles(xs, [95, 99]) == pytest.approx([3.85, 3.97])
+    assert percentile([5.0], 99) == 5.0
+    assert percentile([], 50) is None
+    assert percentiles([], [50, 90]) == [None, None]
+    # order does not matter: exact over the values
+    assert percentile([4.0, 1.0, 3.0, 2.0], 90) == pytest.approx(3.7)
+
+
+@settings(deadline=None)
+@given(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=1, max_size=200))
+def test_percentiles_are_ordered_and_bounded(xs):
+    p50, p90, p95, p99 = percentiles(xs, [50, 90, 95, 99])
+    assert min(xs) <= p50 <= p90 <= p95 <= p99 <= max(xs)
+
+
+@pytest.mark.parametrize(("df", "expected"), sorted(T_TABLE.items()))
+def test_t_quantile_matches_the_table(df, expected):
+    assert t_ppf(0.975, df) == pytest.approx(expected, abs=5e-4)
+    assert t_ppf(0.025, df) == pytest.approx(-expected, abs=5e-4)
+
+
+def test_t_quantile_against_scipy_where_installed():
+    scipy_stats = pytest.importorskip("scipy.stats", reason="SciPy not installed: the table test above covers t_ppf")
+    for df in (1, 2, 3, 7, 15, 60, 500):
+        for p in (0.9, 0.95, 0.975, 0.995):
+            assert t_ppf(p, df) == pytest.approx(scipy_stats.t.ppf(p, df), rel=1e-9)
+
+
+def test_t_cdf_and_betainc_known_points():
+    assert t_cdf(0.0, 5) == pytest.approx(0.5)
+    # df = 1 is the Cauchy distribution: F(1) = 3/4
+    assert t_cdf(1.0, 1) == pytest.approx(0.75)
+    assert betainc(1.0, 1.0, 0.3) == pytest.approx(0.3)  # uniform
+    assert betainc(2.0, 1.0, 0.5) == pytest.approx(0.25)  # x²
+    with pytest.raises(ValueError):
+        t_ppf(1.0, 3)
+
+
+def test_spread_by_hand():
+    s = spread([1.0, 2.0, 3.0])
+    assert (s.mean, s.std, s.n, s.cv) == (2.0, 1.0, 3, 0.5)
+    half = 4.302652729749464 / math.sqrt(3)  # t(0.975, 2) · s / √n
+    assert s.ci_low == pytest.approx(2.0 - half)
+    assert s.ci_high == pytest.approx(2.0 + half)
+
+
+def test_spread_one_value_has_no_interval_and_none_is_skipped():
+    s = spread([0.2, None])
+    assert (s.mean, s.n, s.std, s.ci_low, s.ci_high, s.cv) == (0.2, 1, None, None, None, None)
+    assert spread([]).n == 0 and spread([]).mean is None
+    assert spread([0.0, 0.0]).cv is None  # zero mean: CV undefined, not a division by zero
+
+
+def test_min_samples_rule():
+    assert min_samples_for(99) == 100
+    assert min_samples_for(95) == 30
+    assert min_samples_for(99.9) == 1000
+    assert min_samples_for(None) == 30
