@@ -3,6 +3,10 @@
 
     locust -f locustfiles/qa_grading.py --headless -u 8 -t 60s          # embedded simulator, grading mode
     locust -f locustfiles/qa_grading.py --host http://vllm:8000 --qa-task terse
+    locust -f locustfiles/qa_grading.py,shapes/burst.py --headless      # the 20k/195 s burst queue, open loop
+
+Closed loop it grades the golden calls; under an open-loop shape (burst, rate, diurnal) it grades the queue item
+the shape hands it, rebuilt from its seed ahead of its due time.
 
 The request names its call in the OpenAI `user` field, which real servers ignore and the simulator's grading mode
 uses to answer at a set accuracy (`--sim-grading-accuracy`).
@@ -13,8 +17,9 @@ import random
 from locust import events, task
 
 from slabench.locust_plugin import LLMUser, install
+from slabench.openloop import current_item, current_prepared
 from slabench.sim.grading import user_tag
-from slabench.workload import build_messages, item_ref, load_golden, load_settings, score_answer
+from slabench.workload import QueueItem, build_item, build_messages, item_ref, load_golden, load_settings, score_answer
 
 install()
 
@@ -60,11 +65,21 @@ class QAGradingUser(LLMUser):
         self.task_name = o.qa_task
         self.max_tokens = o.qa_max_tokens or self.golden.max_tokens
 
+    @classmethod
+    def prepare_item(cls, item, environment):
+        """Open loop: rebuild the queue item's call and its prompt before it is due (the shape calls this)."""
+        call = build_item(QueueItem(item.index, item.account, item.offset_s, item.seed, item.kind))
+        return call, build_messages(call, environment.parsed_options.qa_task)
+
     @task
     def grade(self) -> None:
-        item = self.golden.draw(self.rng)
+        if current_item() is not None:
+            item, messages = current_prepared()
+        else:
+            item = self.golden.draw(self.rng)
+            messages = build_messages(item, self.task_name)
         body = self.body(
-            messages=build_messages(item, self.task_name),
+            messages=messages,
             max_tokens=self.max_tokens,
             user=user_tag(self.task_name, item_ref(item)),
             temperature=0,

@@ -20,6 +20,7 @@ COMMANDS = {
     "weights": "slabench.weights.cli",
     "results": "slabench.results_upload",
     "deploy": "slabench.deploy.cli",
+    "scrape": "slabench.scrape",
 }
 
 

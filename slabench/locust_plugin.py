@@ -138,7 +138,8 @@ class RecordHub:
 
     def meta(self, user_id: str, **kw: Any) -> RecordMeta:
         stage = self.stage_fn() if self.stage_fn is not None else {}
-        return RecordMeta(run_id=self.run_id, worker_id=self.worker_id, user_id=user_id, **{**stage, **kw})
+        given = {k: v for k, v in kw.items() if v is not None}  # an unset item_id must not hide the shape's
+        return RecordMeta(run_id=self.run_id, worker_id=self.worker_id, user_id=user_id, **{**stage, **given})
 
     def target(self, host: str) -> Target:
         o = self.opts
@@ -448,9 +449,13 @@ def install(hooks: Any = events) -> None:
     hooks.test_stopping.add_listener(lambda environment, **_: _hub(environment, "on_test_stopping"))
     hooks.test_stop.add_listener(lambda environment, **_: _hub(environment, "on_test_stop"))
     hooks.quitting.add_listener(_on_quitting)
-    from slabench import locust_sla  # grades the run against --sla at its end
+    # The parts that ride on the hub, each in its own module: grading against --sla at the end, the server's
+    # /metrics scraped beside the records, and the LLM tab in the web UI.
+    from slabench import locust_scrape, locust_sla, webui
 
     locust_sla.install(hooks)
+    locust_scrape.install(hooks)
+    webui.install(hooks)
 
 
 def _hub(environment: Environment, method: str) -> None:

@@ -1,0 +1,495 @@
+"""What every slabench load shape shares: the plan, a common start, stage stamping and open-loop dispatch.
+
+A shape runs on the master (or the local runner) only, so at test start the master fixes one wall-clock start time
+and sends each worker what it needs to act on its own: the stage table (closed loop: each worker stamps records with
+the stage at the time the request starts) or its share of the scheduled items (open loop: each worker's dispatcher
+sends them at their offsets from the common start). Partitioning happens on the master, once.
+
+Shapes are picked like any Locust shape (`-f locustfiles/chat_replay.py,shapes/burst.py`, or the web UI's class
+picker) or by name with ``--shape steps|burst|rate|diurnal`` when several shape files are loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import psutil
+from locust import LoadTestShape, events
+from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+
+from shapes.schedules import Span, partition, span_at
+from slabench.errors import UserError
+from slabench.locust_plugin import install as install_plugin
+from slabench.openloop import Dispatcher, OpenLoopItem, check_user_class, item_meta, merge_reports, summary_line
+from slabench.record import ErrorCategory, Outcome, RequestRecord
+
+log = logging.getLogger("slabench")
+
+MSG_SHAPE = "slabench:shape"  # master → each worker: common start, stage table, the worker's items
+MSG_REPORT = "slabench:openloop-report"  # worker → master: its dispatcher's counts and lateness
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a shape will do in this run. `spans` stamp stages (closed loop); `items` are sent open loop."""
+
+    spans: tuple[Span, ...]
+    level_unit: str  # "users" (stage_level = users) | "rps" (stage_level = requests/s × 1000) | "none"
+    items: tuple[OpenLoopItem, ...] | None = None
+    user_class: str | None = None  # open loop: the User class whose task sends each item
+    end: float = 0.0  # seconds after the start: plan end (closed loop) or last due time (open loop)
+    text: str = ""  # one line for the log
+
+
+def stage_fields(span: Span | None, unit: str) -> dict[str, Any]:
+    """The record's stage fields for a span."""
+    if span is None:
+        return {}
+    if span.level is None or unit == "none":
+        level = None
+    elif unit == "rps":
+        level = round(span.level * 1000)
+    else:
+        level = int(span.level)
+    return {"stage_level": level, "stage_repeat": span.repeat, "stage_phase": span.phase}
+
+
+class StageClock:
+    """`RecordHub.stage_fn` for closed-loop shapes: the stage at the moment a request starts."""
+
+    def __init__(self, spans: tuple[Span, ...], unit: str, t0: float, clock: Callable[[], float] = time.perf_counter):
+        self.spans, self.unit, self.t0, self.clock = spans, unit, t0, clock
+        self.last = stage_fields(spans[-1], unit) if spans else {}
+
+    def __call__(self) -> dict[str, Any]:
+        span = span_at(self.spans, self.clock() - self.t0)
+        return stage_fields(span, self.unit) if span is not None else self.last
+
+
+# -- option helpers --------------------------------------------------------------------------------------------------
+def opt_float(opts: Any, name: str) -> float:
+    """A float option (the web UI hands values back as text)."""
+    raw = getattr(opts, name)
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise UserError(f"--{name.replace('_', '-')} {raw!r}: not a number") from None
+
+
+def opt_int(opts: Any, name: str) -> int:
+    v = opt_float(opts, name)
+    if not math.isfinite(v) or v != int(v):
+        raise UserError(f"--{name.replace('_', '-')} {getattr(opts, name)!r}: not a whole number")
+    return int(v)
+
+
+# -- the shapes ------------------------------------------------------------------------------------------------------
+class SlabenchShape(LoadTestShape):
+    """Base for slabench shapes. Subclasses define `alias`, `add_options(parser)` and `build(opts, env) -> Plan`."""
+
+    abstract = True
+    alias: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plan: Plan | None = None
+        self.t0: float | None = None  # perf_counter at the common start; set at test start
+        self._cache: tuple[tuple, Plan] | None = None
+
+    @classmethod
+    def add_options(cls, parser: Any) -> None:
+        raise NotImplementedError
+
+    def build(self, opts: Any, environment: Any) -> Plan:
+        raise NotImplementedError
+
+    def plan_for(self, environment: Any) -> Plan:
+        """The plan for the current options (built once per distinct set of options)."""
+        opts = environment.parsed_options
+        key = tuple(sorted((k, repr(v)) for k, v in vars(opts).items()))
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self.build(opts, environment))
+        return self._cache[1]
+
+    # Locust resets the shape clock at start_shape and again inside the first runner.start (after test_start
+    # fired); once the common start is fixed it must stay put.
+    def reset_time(self) -> None:
+        if self.t0 is None:
+            super().reset_time()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - (self.t0 if self.t0 is not None else self.start_time)
+
+    def tick(self) -> tuple[int, float] | None:
+        env = self.runner.environment
+        if self.plan is None:
+            try:
+                self.plan = self.plan_for(env)
+            except UserError as e:
+                fail(env, e)
+                return None
+            log.info("slabench: shape %s: %s", self.alias, self.plan.text)
+        return self.step(self.elapsed(), env)
+
+    def step(self, t: float, environment: Any) -> tuple[int, float] | None:
+        raise NotImplementedError
+
+    def finish_run(self) -> None:
+        self.plan, self.t0 = None, None
+
+
+class ClosedLoopShape(SlabenchShape):
+    """Users follow the plan's spans (users = level; none while idle)."""
+
+    abstract = True
+    spawn_rate_option: ClassVar[str] = ""
+
+    def step(self, t: float, environment: Any) -> tuple[int, float] | None:
+        span = span_at(self.plan.spans, t)
+        if span is None:
+            return None
+        rate = opt_float(environment.parsed_options, self.spawn_rate_option) if self.spawn_rate_option else 0.0
+        return span.users, rate if rate > 0 else max(span.users, 1)
+
+
+class OpenLoopShape(SlabenchShape):
+    """No Locust-spawned users: workers' dispatchers send the items. Ends when every dispatcher has finished (all
+    items sent and answered), or `--open-loop-drain-timeout` after the last due time."""
+
+    abstract = True
+
+    def step(self, t: float, environment: Any) -> tuple[int, float] | None:
+        rt: ShapeRuntime = environment.slabench_shapes
+        if self.t0 is not None and rt.all_reported():
+            return None
+        opts = environment.parsed_options
+        limit = self.plan.end + opt_float(opts, "open_loop_start_delay") + opt_float(opts, "open_loop_drain_timeout")
+        if self.t0 is not None and t > limit:
+            log.warning("slabench: open loop: requests still in flight %.0f s after the last due time; stopping", t)
+            return None
+        return 0, 1
+
+
+def fail(environment: Any, e: UserError) -> None:
+    """A bad option found when a test starts (web UI): one line in the log; a headless run exits 3."""
+    log.error("slabench: %s", e)
+    if environment.parsed_options is not None and environment.parsed_options.headless:
+        environment.process_exit_code = UserError.exit_code
+
+
+# -- the per-process runtime -------------------------------------------------------------------------------------
+class ShapeRuntime:
+    """Per process (at `environment.slabench_shapes`): starts the shape's stage clock / dispatchers, and on the
+    master (or local runner) checks that every scheduled item ends as exactly one record."""
+
+    def __init__(self, environment: Any) -> None:
+        self.env = environment
+        self.runner = environment.runner
+        self.hub = environment.slabench
+        self.is_master = isinstance(self.runner, MasterRunner)
+        self.is_worker = isinstance(self.runner, WorkerRunner)
+        self.shape: SlabenchShape | None = None
+        self.dispatcher: Dispatcher | None = None
+        self.expected: set[str] = set()
+        self.reports: dict[str, dict] = {}
+        self.pending: dict[str, dict[str, OpenLoopItem]] = {}  # per worker: items without a record yet
+        self.t0_wall = 0.0
+        if self.is_worker:
+            self.runner.register_message(MSG_SHAPE, self._on_shape)
+            return
+        if self.is_master:
+            self.runner.register_message(MSG_REPORT, self._on_report)
+        # the record hub calls these on the master / local runner (older hubs lack them: no accounting then)
+        getattr(self.hub, "listeners", []).append(self._on_record)
+        getattr(self.hub, "lost_listeners", []).append(self._on_worker_lost)
+
+    # master / local -------------------------------------------------------------------------------------------
+    def on_test_start(self) -> None:
+        shape = self.env.shape_class
+        if self.is_worker or not isinstance(shape, SlabenchShape):
+            return
+        if shape.plan is None:  # started without a tick (not expected, but never start without a plan)
+            shape.plan = shape.plan_for(self.env)
+        plan = shape.plan
+        self.shape, self.reports, self.pending = shape, {}, {}
+        shape.t0 = time.perf_counter()
+        opts = self.env.parsed_options
+        start_delay = opt_float(opts, "open_loop_start_delay") if plan.items is not None else 0.0
+        self.t0_wall = time.time() + start_delay
+        msg = {
+            "t0_wall": self.t0_wall,
+            "spans": [_span_wire(s) for s in plan.spans],
+            "unit": plan.level_unit,
+            "user_class": plan.user_class,
+            "max_in_flight": opt_int(opts, "open_loop_max_in_flight"),
+            "prepare_ahead": opt_float(opts, "open_loop_prepare_ahead"),
+            "lead": opt_float(opts, "open_loop_lead"),
+            "items": None,
+            "host": self.env.host,
+        }
+        if not self.is_master:
+            self.expected = {"local"} if plan.items is not None else set()
+            if plan.items is not None:
+                self.pending["local"] = {it.item_id: it for it in plan.items}
+                msg["items"] = [it.to_wire() for it in plan.items]
+            self._start(msg)
+            return
+        workers = sorted(c.id for c in self.runner.clients.ready + self.runner.clients.running)
+        workers += sorted(c.id for c in self.runner.clients.spawning if c.id not in workers)
+        self.expected = set(workers) if plan.items is not None else set()
+        n = len(workers)
+        for i, worker in enumerate(workers):
+            data = dict(msg)
+            if plan.items is not None:
+                share = [plan.items[k] for k in partition(len(plan.items), i, n)]
+                self.pending[worker] = {it.item_id: it for it in share}
+                data["items"] = [it.to_wire() for it in share]
+                data["max_in_flight"] = -(-msg["max_in_flight"] // n)  # the cap is for the run: each worker's share
+            self.runner.send_message(MSG_SHAPE, data, client_id=worker)
+
+    def all_reported(self) -> bool:
+        return bool(self.expected) and self.expected <= set(self.reports)
+
+    def _on_report(self, msg: Any, **_: Any) -> None:
+        self.reports[msg.node_id] = msg.data
+
+    def _on_record(self, record: RequestRecord) -> None:
+        pending = self.pending.get(record.worker_id)
+        if pending is not None and record.item_id is not None:
+            pending.pop(record.item_id, None)
+
+    def _on_worker_lost(self, worker_id: str, when_wall: float) -> None:
+        """Master: a worker stopped answering. Its items that have no record yet get one each — lost with the worker
+        if they were due before it was noticed missing (they may have gone out), not sent if due after — and
+        the run stops waiting for its report. Its remaining items are not handed to other workers: they would go
+        out late and from elsewhere, which is not the schedule."""
+        pending = self.pending.get(worker_id)
+        self.expected.discard(worker_id)
+        if not pending:
+            return
+        noticed = when_wall - self.t0_wall
+        for item in list(pending.values()):
+            lost = item.due <= noticed
+            self.hub.emit(
+                RequestRecord(
+                    run_id=self.hub.run_id,
+                    request_id=f"lost-{uuid.uuid4().hex}",
+                    worker_id=worker_id,
+                    account=item.account,
+                    item_id=item.item_id,
+                    outcome=Outcome.DROPPED,
+                    error_category=ErrorCategory.LOST_WITH_WORKER if lost else ErrorCategory.NOT_SENT,
+                    error_message="its worker stopped answering; not known to have been sent"
+                    if lost
+                    else "its worker stopped answering before it was due",
+                    **item.stage,
+                )
+            )
+        log.error(
+            "slabench: open loop: %d item(s) of lost worker %s recorded as not sent/lost", len(pending), worker_id
+        )
+
+    def on_test_stop(self) -> None:
+        self.hub.stage_fn = None  # a later run without a slabench shape must not inherit this one's stages
+        if self.is_worker or self.shape is None:
+            return
+        if self.shape.plan is not None and self.shape.plan.items is not None:
+            missing = self.expected - set(self.reports)
+            if missing:
+                log.error("slabench: open loop: no dispatcher report from %s", ", ".join(sorted(missing)))
+            unrecorded = sum(len(p) for p in self.pending.values())
+            if unrecorded:
+                log.error("slabench: open loop: %d scheduled item(s) have no record", unrecorded)
+            log.info("slabench: %s", summary_line(self.shape.alias, merge_reports(list(self.reports.values()))))
+        self.shape.finish_run()
+        self.shape = None
+
+    # every process that sends requests --------------------------------------------------------------------------
+    def _on_shape(self, msg: Any, **_: Any) -> None:
+        self._start(msg.data)
+
+    def _start(self, data: dict) -> None:
+        t0 = time.perf_counter() + (data["t0_wall"] - time.time())
+        spans = tuple(_span_unwire(s) for s in data["spans"])
+        clock = StageClock(spans, data["unit"], t0) if data["items"] is None and spans else None
+        self.hub.stage_fn = _stage_fn(clock)
+        if self.dispatcher is not None and not self.dispatcher.finished:
+            self.dispatcher.stop()
+        self.dispatcher = None
+        if data["items"] is None:
+            return
+        user_class = self.env.user_classes_by_name[data["user_class"]]
+        self.dispatcher = Dispatcher(
+            self.env,
+            user_class,
+            [OpenLoopItem.from_wire(r) for r in data["items"]],
+            t0,
+            max_in_flight=data["max_in_flight"],
+            prepare_ahead=data["prepare_ahead"],
+            lead=data["lead"],
+            host=data["host"],
+            on_done=self._dispatcher_done,
+        )
+        if self.is_worker and data["t0_wall"] < time.time():
+            log.warning("slabench: open loop: the start message arrived %.3f s late", time.time() - data["t0_wall"])
+        self.dispatcher.start()
+
+    def _dispatcher_done(self, d: Dispatcher) -> None:
+        report = d.report()
+        if self.is_worker:
+            self.runner.send_message(MSG_REPORT, report)
+        else:
+            self.reports["local"] = report
+
+    def on_test_stopping(self) -> None:
+        """Worker / local: cancel what is left, before the record hub ships its last batch (at test_stop)."""
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
+
+
+def _stage_fn(clock: StageClock | None) -> Callable[[], dict[str, Any]]:
+    """Open-loop item fields inside a dispatched item, else the closed-loop stage at this moment."""
+
+    def fn() -> dict[str, Any]:
+        fields = item_meta()
+        if fields is not None:
+            return fields
+        return clock() if clock is not None else {}
+
+    return fn
+
+
+def _span_wire(s: Span) -> list:
+    return [s.start, s.end, s.level, s.repeat, s.phase]
+
+
+def _span_unwire(row: list) -> Span:
+    return Span(*row)
+
+
+# -- wiring into Locust ------------------------------------------------------------------------------------------
+def add_common_options(parser: Any) -> None:
+    g = parser.add_argument_group("slabench load shapes")
+    g.add_argument(
+        "--shape",
+        default="",
+        help="with several shape files loaded: the shape to run (steps, burst, rate, diurnal)",
+    )
+    g.add_argument(
+        "--open-loop-max-in-flight",
+        type=int,
+        default=0,
+        help="open-loop shapes: cap on requests in flight across all workers (0 = none); waits show as lateness",
+    )
+    g.add_argument(
+        "--open-loop-start-delay",
+        type=float,
+        default=2.0,
+        help="open-loop shapes: seconds between test start and the first due time (lets workers get their items)",
+    )
+    g.add_argument(
+        "--open-loop-drain-timeout",
+        type=float,
+        default=300.0,
+        help="open-loop shapes: seconds after the last due time to wait for requests in flight before stopping",
+    )
+    g.add_argument(
+        "--open-loop-lead",
+        type=float,
+        default=0.25,
+        help="open-loop shapes: seconds before its due time that a request is built (it is sent at the due time)",
+    )
+    g.add_argument(
+        "--open-loop-prepare-ahead",
+        type=float,
+        default=2.0,
+        help="open-loop shapes: seconds ahead of its due time that a user class's prepare_item(item) runs",
+    )
+
+
+def _select_shape(environment: Any) -> None:
+    """--shape NAME picks among the loaded shapes (class name or alias, any case)."""
+    name = (getattr(environment.parsed_options, "shape", "") or "").strip().lower()
+    if not name:
+        return
+    available = environment.available_shape_classes or {}
+    for cls_name, inst in available.items():
+        if name in (cls_name.lower(), getattr(inst, "alias", "").lower()):
+            environment.shape_class = inst
+            inst.runner = environment.runner
+            return
+    known = ", ".join(sorted(getattr(i, "alias", "") or n for n, i in available.items())) or "none loaded"
+    raise UserError(f"--shape {name}: no such shape among the loaded files ({known}); add e.g. -f shapes/{name}.py")
+
+
+def _on_init(environment: Any, runner: Any, **_: Any) -> None:
+    if runner is None or not isinstance(runner, LocalRunner | MasterRunner | WorkerRunner):
+        return
+    environment.slabench_shapes = ShapeRuntime(environment)
+    if isinstance(runner, WorkerRunner) or environment.parsed_options is None:
+        return
+    try:
+        _select_shape(environment)
+        shape = environment.shape_class
+        if isinstance(shape, SlabenchShape) and environment.parsed_options.headless:
+            shape.plan_for(environment)  # bad options fail here, before any load
+    except UserError as e:
+        log.error("slabench: %s", e)
+        _stop_forked_workers(environment)
+        raise SystemExit(UserError.exit_code) from None
+
+
+def _stop_forked_workers(environment: Any) -> None:
+    """With --processes, Locust has already forked the workers when init runs, and does not stop them when the
+    master exits early (they would wait 60 s for its heartbeat): terminate them. They are this process's children
+    running the same command line (the embedded simulator is a child too, with another command line)."""
+    if not getattr(environment.parsed_options, "processes", None):
+        return
+    me = psutil.Process()
+    argv = me.cmdline()
+    for child in me.children():
+        with contextlib.suppress(psutil.Error):
+            if child.cmdline() == argv:
+                child.send_signal(signal.SIGTERM)
+
+
+def _runtime(environment: Any, method: str) -> None:
+    rt = getattr(environment, "slabench_shapes", None)
+    if rt is not None:
+        getattr(rt, method)()
+
+
+def install(shape_class: type[SlabenchShape], hooks: Any = events) -> None:
+    """Register the shape machinery once per event hooks, and `shape_class`'s options once per alias."""
+    install_plugin(hooks)  # the record hub's listeners first: it must know the run before shapes start
+    if not getattr(hooks, "_slabench_shapes_installed", False):
+        hooks._slabench_shapes_installed = True
+        hooks._slabench_shape_options = set()
+        hooks.init_command_line_parser.add_listener(add_common_options)
+        hooks.init.add_listener(_on_init)
+        hooks.test_start.add_listener(lambda environment, **_: _runtime(environment, "on_test_start"))
+        hooks.test_stopping.add_listener(lambda environment, **_: _runtime(environment, "on_test_stopping"))
+        hooks.test_stop.add_listener(lambda environment, **_: _runtime(environment, "on_test_stop"))
+    if shape_class.alias not in hooks._slabench_shape_options:
+        hooks._slabench_shape_options.add(shape_class.alias)
+        hooks.init_command_line_parser.add_listener(shape_class.add_options)
+
+
+def open_loop_user_class(environment: Any) -> str:
+    """The one User class an open-loop shape drives."""
+    classes = environment.user_classes
+    if len(classes) != 1:
+        names = ", ".join(c.__name__ for c in classes) or "none"
+        raise UserError(
+            f"open-loop shapes drive exactly one User class; the run has {names} — name one on the command line"
+        )
+    check_user_class(classes[0])
+    return classes[0].__name__

@@ -1,0 +1,54 @@
+"""Scheduled items for the open-loop shapes: queue rows or generated arrivals → `OpenLoopItem`s. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shapes.queuefile import QueueRow
+from shapes.schedules import Arrival, check_positive, stride_indices
+from slabench.openloop import OpenLoopItem
+
+
+def burst_items(
+    rows: Sequence[QueueRow], time_scale: float = 1.0, stride: int = 0, repeat: int = 0, kind: str = "queue"
+) -> list[OpenLoopItem]:
+    """The rows a replay sends (every stride-th, see `stride_indices`) with due = offset / time_scale; stamped
+    stage_repeat = repeat, stage_phase = "hold". Item ids are the row's, else ``<kind>-<index:05d>`` (the workload's
+    queue ids)."""
+    check_positive(time_scale, "--burst-time-scale")
+    out = []
+    for i in stride_indices(len(rows), time_scale, stride):
+        r = rows[i]
+        k = r.kind or kind
+        out.append(
+            OpenLoopItem(
+                index=r.index,
+                due=r.offset_s / time_scale,
+                offset_s=r.offset_s,
+                account=r.account,
+                item_id=r.item_id or f"{k}-{r.index:05d}",
+                seed=r.seed,
+                kind=k,
+                stage_level=None,
+                stage_repeat=repeat,
+                stage_phase="hold",
+            )
+        )
+    return out
+
+
+def arrival_items(arrivals: Sequence[Arrival], kind: str) -> list[OpenLoopItem]:
+    """Generated arrivals, stamped with their span: stage_level = rate × 1000 (requests per 1000 s)."""
+    return [
+        OpenLoopItem(
+            index=i,
+            due=a.offset,
+            offset_s=a.offset,
+            item_id=f"{kind}-{i:06d}",
+            kind=kind,
+            stage_level=round(a.span.level * 1000) if a.span.level is not None else None,
+            stage_repeat=a.span.repeat,
+            stage_phase=a.span.phase,
+        )
+        for i, a in enumerate(arrivals)
+    ]

@@ -1,0 +1,58 @@
+"""The Locust side of the scraper: which URL, the poller's command line (where the API key may go), option checks."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from slabench.locust_scrape import check_option, poller_argv, target_url
+
+
+def env(server_metrics="", host="http://127.0.0.1:8000", user_hosts=()):
+    opts = SimpleNamespace(server_metrics=server_metrics, server_metrics_interval=0.5, api_key_env="KEY_VAR")
+    users = [SimpleNamespace(host=h) for h in user_hosts]
+    return SimpleNamespace(parsed_options=opts, host=host, user_classes=users)
+
+
+@pytest.mark.parametrize(
+    ("e", "url"),
+    [
+        (env(), "http://127.0.0.1:8000/metrics"),
+        (env(host="https://llm.example.com/v1"), "https://llm.example.com/metrics"),
+        (env(server_metrics="http://10.1.2.3:8000/metrics"), "http://10.1.2.3:8000/metrics"),
+        (env(server_metrics="OFF"), None),
+        (env(host=None), None),
+        (env(host=None, user_hosts=(None, "http://127.0.0.1:9000")), "http://127.0.0.1:9000/metrics"),
+    ],
+)
+def test_target_url(e, url):
+    assert target_url(e) == url
+
+
+def test_the_api_key_goes_only_to_the_targets_own_host():
+    opts = SimpleNamespace(server_metrics_interval=0.5, api_key_env="KEY_VAR", insecure=False)
+    same = poller_argv("https://llm.example.com/metrics", Path("o.jsonl"), "r1", opts, "https://llm.example.com/v1")
+    other = poller_argv("http://10.1.2.3:8000/metrics", Path("o.jsonl"), "r1", opts, "https://llm.example.com/v1")
+    assert same[same.index("--api-key-env") + 1] == "KEY_VAR"
+    assert "--api-key-env" not in other
+    for argv in (same, other):
+        assert argv[argv.index("--interval") + 1] == "0.5"
+        assert argv[argv.index("--run-id") + 1] == "r1"
+        assert "--stdin-control" in argv and "--insecure" not in argv
+        assert not any("secret" in a for a in argv)
+
+
+def test_insecure_is_passed_on():
+    opts = SimpleNamespace(server_metrics_interval=1.0, api_key_env="", insecure=True)
+    argv = poller_argv("https://h/metrics", Path("o.jsonl"), "r", opts, "https://h")
+    assert "--insecure" in argv and "--api-key-env" not in argv
+
+
+@pytest.mark.parametrize("value", ["", "off", "Off", "http://127.0.0.1:8000/metrics", "https://h.example/metrics"])
+def test_valid_server_metrics_options(value):
+    assert check_option(value) is None
+
+
+@pytest.mark.parametrize("value", ["127.0.0.1:8000/metrics", "metrics", "ftp://h/metrics", "http:///metrics"])
+def test_invalid_server_metrics_options_say_how_to_fix(value):
+    assert "expected 'off' or a URL like http://" in check_option(value)
