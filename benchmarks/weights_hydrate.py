@@ -53,7 +53,7 @@ def cli(server: MotoServer, *args: str) -> tuple[float, str]:
     env = {**os.environ, **server.env(), "PYTHONPATH": str(REPO)}
     started = time.perf_counter()
     r = subprocess.run(
-        [sys.executable, "-m", "slabench.weights", "weights", *args], env=env, capture_output=True, text=True
+        [sys.executable, "-m", "slabench", "weights", *args], env=env, capture_output=True, text=True
     )
     elapsed = time.perf_counter() - started
     if r.returncode != 0:

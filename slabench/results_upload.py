@@ -96,14 +96,3 @@ def run_upload(args: argparse.Namespace) -> int:
     total = sum(p.stat().st_size for p, _ in files)
     print(f"uploaded {len(files)} files ({human_bytes(total)}) to {dest}/ in {time.monotonic() - start:.1f} s")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m slabench.results_upload results upload …`: this command alone, outside `slabench`."""
-    from slabench.weights.cli import run_standalone
-
-    return run_standalone(add_parser, argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

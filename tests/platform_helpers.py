@@ -103,26 +103,18 @@ def env_of(c: dict) -> dict[str, object]:
 
 
 def slabench_results_shim(bin_dir: Path) -> Path:
-    """A `slabench` executable offering `slabench results upload` (the real module), for running the chart's
-    run-job.sh outside a container. Put `bin_dir` first on PATH."""
+    """A `slabench` executable (the real CLI of this checkout), for running the chart's run-job.sh outside a
+    container. Put `bin_dir` first on PATH."""
     import sys
 
     bin_dir.mkdir(parents=True, exist_ok=True)
     shim = bin_dir / "slabench"
     shim.write_text(
         f"#!{sys.executable}\n"
-        "import argparse, sys\n"
+        "import sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from slabench.errors import UserError\n"
-        "from slabench.results_upload import add_parser\n"
-        "parser = argparse.ArgumentParser(prog='slabench')\n"
-        "add_parser(parser.add_subparsers(dest='command', required=True))\n"
-        "args = parser.parse_args()\n"
-        "try:\n"
-        "    sys.exit(args.func(args) or 0)\n"
-        "except UserError as e:\n"
-        "    print(f'slabench: {e}', file=sys.stderr)\n"
-        "    sys.exit(e.exit_code)\n"
+        "from slabench.cli import main\n"
+        "sys.exit(main())\n"
     )
     shim.chmod(0o755)
     return shim

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import io
 import os
 import random
@@ -17,7 +16,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from slabench.weights.cli import main as weights_main
+from slabench.cli import main
 from tests.moto_server import MotoServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,20 +48,19 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def cli(server: MotoServer, *args: str, timeout: float = 60, module: str = "slabench.weights", **popen):
-    """Run the command as its own process (the way the init container does), against the moto server."""
+def cli(server: MotoServer, *args: str, timeout: float = 60, **popen):
+    """Run `slabench ARGS` as its own process (the way the init container does), against the moto server."""
     env = {**os.environ, **server.env(), "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", module, *args], env=env, capture_output=True, text=True, timeout=timeout, **popen
+        [sys.executable, "-m", "slabench", *args], env=env, capture_output=True, text=True, timeout=timeout, **popen
     )
 
 
-def run(*args: str, module: str = "slabench.weights") -> subprocess.CompletedProcess:
-    """The same CLI in this process (faster than a subprocess where a process boundary does not matter).
+def run(*args: str) -> subprocess.CompletedProcess:
+    """`slabench ARGS` in this process (faster than a subprocess where a process boundary does not matter).
 
     Needs the environment the `s3_server` fixture sets. Returns what `cli` returns: returncode, stdout, stderr.
     """
-    main = importlib.import_module(module).main if module != "slabench.weights" else weights_main
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -72,10 +70,10 @@ def run(*args: str, module: str = "slabench.weights") -> subprocess.CompletedPro
     return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
-def popen(server: MotoServer, *args: str, module: str = "slabench.weights") -> subprocess.Popen:
+def popen(server: MotoServer, *args: str) -> subprocess.Popen:
     env = {**os.environ, **server.env(), "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
-        [sys.executable, "-m", module, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "slabench", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
 
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from slabench.weights import local
@@ -251,31 +249,3 @@ def run_status(args: argparse.Namespace) -> int:
         if args.source and not published:
             print(f"{args.source}: nothing published here")
     return 0 if all(c.ok for c in caches) and not missing_roots else 1
-
-
-def run_standalone(add: Callable[[argparse._SubParsersAction], None], argv: list[str] | None = None) -> int:
-    """Run one command module outside the `slabench` CLI, with the same one-line errors and exit codes."""
-    from slabench.errors import UserError
-
-    class _Parser(argparse.ArgumentParser):
-        def error(self, message: str):
-            self.print_usage(sys.stderr)
-            print(f"{self.prog}: error: {message}", file=sys.stderr)
-            raise SystemExit(UserError.exit_code)
-
-    parser = _Parser(prog="slabench")
-    add(parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except UserError as e:
-        print(f"slabench: {e}", file=sys.stderr)
-        return e.exit_code
-    except KeyboardInterrupt:
-        print("slabench: interrupted", file=sys.stderr)
-        return 130
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m slabench.weights weights …`: these commands alone, outside `slabench`."""
-    return run_standalone(add_parser, argv)

@@ -11,7 +11,7 @@ s3_server, bucket = weights_helpers.s3_server, weights_helpers.bucket  # fixture
 
 
 def upload(*args: str):
-    return run("results", "upload", *args, module="slabench.results_upload")
+    return run("results", "upload", *args)
 
 
 def make_run_dir(root):
@@ -31,8 +31,7 @@ def make_run_dir(root):
 def test_uploads_every_file_with_its_relative_path(s3_server, bucket, tmp_path):
     files = make_run_dir(tmp_path / "run-42")
     mark = s3_server.mark()
-    r = cli(s3_server, "results", "upload", str(tmp_path / "run-42"), f"s3://{bucket}/ci/run-42/",
-            module="slabench.results_upload")  # fmt: skip
+    r = cli(s3_server, "results", "upload", str(tmp_path / "run-42"), f"s3://{bucket}/ci/run-42/")
     assert r.returncode == 0, r.stderr
     client = s3_client()
     listed = {o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]}

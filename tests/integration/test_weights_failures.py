@@ -155,7 +155,7 @@ def test_disk_filling_up_mid_download_leaves_no_partial_file(s3_server, source, 
 
     env = {**os.environ, **s3_server.env(), "PYTHONPATH": str(REPO)}
     r = subprocess.run(
-        [sys.executable, "-m", "slabench.weights", "weights", "hydrate", "--source", src, "--dest", str(dest)],
+        [sys.executable, "-m", "slabench", "weights", "hydrate", "--source", src, "--dest", str(dest)],
         env=env,
         capture_output=True,
         text=True,
