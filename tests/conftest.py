@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+# Locust patches the standard library with gevent when it is imported. Do it first, before any test module imports
+# ssl (boto3, urllib3), or ssl ends up half patched (RecursionError at collection).
+from gevent import monkey
+
+monkey.patch_all()
+
 import json
 import subprocess
 import sys
