@@ -252,7 +252,26 @@ def _runs(s: SweepSummary) -> Tab:
     )
 
 
-def build(s: SweepSummary, plots: dict[str, tuple[str, bytes]]) -> list[Section]:
+def _server(runs: list[dict], plots: dict[str, tuple[str, bytes]]) -> list:
+    """The server's side (issue: harness and server must visibly agree); empty when nothing was scraped."""
+    from analysis.server_side import CROSSCHECK_HEADER, crosscheck_rows
+
+    if not runs:
+        return [Para("No server metrics were scraped (the target has no /metrics, or scraping was off).")]
+    title, png = plots["server_queue_kv"]
+    blocks: list = [Img(title, "server_queue_kv", png)]
+    blocks += [
+        Para(
+            "Client-measured means against the server's own histograms over the same window, and the client's "
+            "token sums against the server's counters. A client figure at or above the server's is expected (it "
+            "adds the network and the harness); `agree` applies the tolerance in docs/live.md."
+        ),
+        Tab(CROSSCHECK_HEADER, crosscheck_rows(runs)),
+    ]
+    return blocks
+
+
+def build(s: SweepSummary, plots: dict[str, tuple[str, bytes]], server: list[dict] | None = None) -> list[Section]:
     sections = [
         Section("Overview", _overview(s)),
         Section("Scaling cliff", _cliff(s)),
@@ -267,7 +286,8 @@ def build(s: SweepSummary, plots: dict[str, tuple[str, bytes]]) -> list[Section]
             ],
         ),
         Section("Per level, pooled", [Para("All counted requests of the level together."), _headline(s, True)]),
-        Section("Plots", [Img(title, name, png) for name, (title, png) in plots.items()]),
+        Section("Plots", [Img(t, n, png) for n, (t, png) in plots.items() if n != "server_queue_kv"]),
+        Section("Server side", _server(server or [], plots)),
         Section("Errors", _errors(s)),
         Section("All figures", _all_figures(s)),
         Section("Runs", [_runs(s)]),
@@ -360,13 +380,18 @@ def write_report(summary: SweepSummary, out_dir: str | Path) -> dict[str, Path]:
     """Write summary.json, report.md, report.html and plots/*.png into `out_dir`; return their paths."""
     out = Path(out_dir)
     (out / "plots").mkdir(parents=True, exist_ok=True)
+    from analysis.server_side import collect, queue_kv_plot
+
     plots = render_all(summary)
+    server = collect(summary)
+    if server:
+        plots["server_queue_kv"] = ("Queue depth and KV usage (server)", queue_kv_plot(server))
     paths = {"summary": out / "summary.json", "markdown": out / "report.md", "html": out / "report.html"}
     for name, (_, png) in plots.items():
         p = out / "plots" / f"{name}.png"
         p.write_bytes(png)
         paths[f"plot:{name}"] = p
-    sections = build(summary, plots)
+    sections = build(summary, plots, server)
     title = _title(summary)
     paths["summary"].write_text(summary_json(summary), encoding="utf-8")
     paths["markdown"].write_text(to_markdown(title, sections), encoding="utf-8")

@@ -1,0 +1,86 @@
+"""The server's side of a sweep, for the report: queue depth and KV usage over time from each run's scraped
+`/metrics` (`server_metrics.jsonl` beside its records), and the client-vs-server cross-check per run, so a reader sees
+the harness and the server agree. Runs without scrapes (a target without /metrics) are simply absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from analysis.plots import _png
+from slabench.crosscheck import crosscheck
+from slabench.scrape import read_scrapes, series
+from slabench.sinks import read_records
+
+
+def _runs(summary: Any) -> list[tuple[int, int, Path]]:
+    return [(lv.level, r.repeat, Path(r.path)) for lv in summary.levels for r in lv.runs]
+
+
+def collect(summary: Any) -> list[dict[str, Any]]:
+    """Per run that has scrapes: its level, repeat, plot series and cross-check (None when no window fits)."""
+    out = []
+    for level, repeat, path in _runs(summary):
+        scrapes = read_scrapes(path.parent if path.suffix else path)
+        if not scrapes:
+            continue
+        out.append({"level": level, "repeat": repeat, "series": series(scrapes),
+                    "check": crosscheck(read_records(path), scrapes)})  # fmt: skip
+    return out
+
+
+def queue_kv_plot(runs: list[dict[str, Any]]) -> bytes:
+    """Running / waiting requests and KV-cache usage against time since the sweep's first scrape, per level."""
+    fig = Figure(figsize=(7.5, 4.8))
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    t0 = min(r["series"]["t"][0] for r in runs)
+    colours = colormaps["viridis"]
+    levels = sorted({r["level"] for r in runs})
+    for r in runs:
+        s, c = r["series"], colours(levels.index(r["level"]) / max(1, len(levels) - 1))
+        t = [x - t0 for x in s["t"]]
+        first = r["repeat"] == min(x["repeat"] for x in runs if x["level"] == r["level"])
+        top.plot(t, s["num_requests_running"], color=c, label=f"level {r['level']}" if first else None)
+        top.plot(t, s["num_requests_waiting"], color=c, linestyle=":")
+        bottom.plot(t, [None if v is None else 100 * v for v in s["kv_cache_usage_perc"]], color=c)
+    if all(v is None for r in runs for v in r["series"]["kv_cache_usage_perc"]):
+        bottom.text(0.5, 0.5, "no KV-cache gauge from this server", ha="center", va="center",
+                    transform=bottom.transAxes, color="#777")  # fmt: skip
+    top.set_ylabel("requests\n(— running, ⋯ waiting)")
+    top.legend(fontsize=7, ncol=4)
+    bottom.set_ylabel("KV cache used %")
+    bottom.set_xlabel("seconds since the sweep's first scrape")
+    top.set_title("Server side: queue depth and KV usage (scraped /metrics)")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _ms(v: float | None) -> str:
+    return "–" if v is None else f"{v * 1000:.1f}"
+
+
+def crosscheck_rows(runs: list[dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    for r in runs:
+        c = r["check"]
+        if c is None:
+            rows.append([str(r["level"]), str(r["repeat"]), *["no window"] * 5])
+            continue
+        tt, e2e = c["ttft"], c["e2e"]
+        tokens = " / ".join(
+            f"{c[k]['client']:,} vs {c[k]['server'] or 0:,.0f}" for k in ("prompt_tokens", "generation_tokens")
+        )
+        rows.append([str(r["level"]), str(r["repeat"]), f"{_ms(tt['client_mean'])} / {_ms(tt['server_mean'])}",
+                     f"{_ms(e2e['client_mean'])} / {_ms(e2e['server_mean'])}", tokens,
+                     "yes" if c["prompt_tokens"]["equal"] and c["generation_tokens"]["equal"] else "no",
+                     {True: "yes", False: "NO", None: "–"}[c["agree"]]])  # fmt: skip
+    return rows
+
+
+CROSSCHECK_HEADER = ["level", "repeat", "TTFT mean ms client / server", "E2E mean ms client / server",
+                     "tokens prompt / generated: client vs server", "tokens equal", "agree"]  # fmt: skip
