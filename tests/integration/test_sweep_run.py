@@ -84,8 +84,12 @@ def test_the_run_tree(done):
             assert len(recs) == m["records"]
             assert {(r.stage_level, r.stage_repeat, r.run_id) for r in recs} == {(level, repeat, m["run_id"])}
     assert urls == {meta["simulator"]["url"]}  # one simulator served every repeat
-    for name in ("summary.json", "report.html", "report.md", "plots/ttft_p95.png", "plots/throughput.png"):
+    for name in ("summary.json", "report.html", "report.md", "plots/ttft_p95.png", "plots/throughput.png",
+                 "plots/server_queue_kv.png"):  # fmt: skip
         assert (done / name).stat().st_size > 0
+    # The server's side: every run scraped /metrics, and the report cross-checks each run against it.
+    server_side = (done / "report.md").read_text().split("## Server side")[1].split("\n## ")[0]
+    assert sum(1 for line in server_side.splitlines() if line.startswith("| ") and line[2].isdigit()) == 9
 
 
 def _independent(run_dir: Path) -> dict:
