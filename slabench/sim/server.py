@@ -82,6 +82,7 @@ class SimConfig:
 
 
 STEP_SLACK_S = 0.0002
+TIMER_FLOOR_S = 0.0012
 
 
 class SimServer:
@@ -130,15 +131,19 @@ class SimServer:
                 wake.clear()
                 continue
             delay = due - time.perf_counter()
-            if delay > STEP_SLACK_S:
-                wake.wait(delay)  # an arriving request wakes us early
+            if delay > TIMER_FLOOR_S:
+                wake.wait(delay - TIMER_FLOOR_S)  # an arriving request wakes us early
                 wake.clear()
-                now = time.perf_counter()
-            else:
-                # Due within the slack: step now, at the engine's own time, instead of arming a timer for it.
-                # Thousands of streams make tens of thousands of events a second; a timer each would cost more
-                # than the tokens. Chunks leave at most STEP_SLACK_S early.
-                now = max(due, time.perf_counter())
+                continue
+            if delay > STEP_SLACK_S:
+                # epoll sleeps in whole milliseconds, so a timer can fire up to 1 ms late: spend the last
+                # stretch yielding to the stream writers instead, and step on time.
+                gevent.sleep(0)
+                continue
+            # Due within the slack: step now, at the engine's own time, instead of arming a timer for it. Thousands
+            # of streams make tens of thousands of events a second; a timer each would cost more than the tokens.
+            # Chunks leave at most STEP_SLACK_S early.
+            now = max(due, time.perf_counter())
             for em in engine.step(now).emissions:
                 q = streams.get(em.request_id)
                 if q is not None:
