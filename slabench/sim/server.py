@@ -286,7 +286,8 @@ class SimServer:
             self._unary(sock, conn, call, emissions)
 
     def _run(self, call: _Call, q: gevent.queue.Queue, start: float):
-        """Yield emissions for one request until it finishes; abort it in the engine if the caller goes away."""
+        """Yield (emission, more_ready) for one request until it finishes; abort it in the engine if the caller
+        goes away. `more_ready` lets a writer that fell behind send what is waiting in one go."""
         finished = False
         last = None
         try:
@@ -296,7 +297,7 @@ class SimServer:
                 self.metrics.observe_token(call, now, start, last)
                 last = now
                 finished = em.finished
-                yield em
+                yield em, q.qsize() > 0
             self.metrics.observe_finished(call, time.perf_counter() - start)
         finally:
             self._release(call.req.request_id, finished)
@@ -306,8 +307,13 @@ class SimServer:
         sock.sendall(conn.send(h11.Response(status_code=200, headers=headers)))
         # Mid-stream faults strike once half of the expected tokens are out.
         strike = max(1, min(call.req.target_tokens, call.req.max_tokens) // 2) if fault else None
-        for em in emissions:
-            sock.sendall(conn.send(h11.Data(data=call.chunk_events(em))))
+        pending: list[bytes] = []
+        for em, more_ready in emissions:
+            pending.append(call.chunk_events(em))
+            if more_ready and strike is None:
+                continue  # behind schedule: these events go out together, one send instead of many
+            sock.sendall(conn.send(h11.Data(data=b"".join(pending))))
+            pending.clear()
             if strike is not None and call.completion >= strike:
                 strike = None
                 if fault.kind == "reset":
@@ -321,7 +327,7 @@ class SimServer:
         sock.sendall(conn.send(h11.EndOfMessage()))
 
     def _unary(self, sock: Any, conn: h11.Connection, call: _Call, emissions: Any) -> None:
-        for em in emissions:
+        for em, _ in emissions:
             call.account(em)
         _send_json(sock, conn, 200, call.unary_body())
 
