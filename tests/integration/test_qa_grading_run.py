@@ -36,11 +36,21 @@ def test_measured_item_accuracy_matches_the_simulated_models(tmp_path):
     assert all(r.parse_ok and r.quality_task == "verbose" and r.account for r in records)
     accuracy = sum(r.items_correct for r in records) / sum(r.items_expected for r in records)
     assert abs(accuracy - 0.8) <= 0.03
-    # accounts are drawn by their share of the queue
-    shares = {k: a.share for k, a in load_settings().accounts.items()}
-    seen = Counter(r.account for r in records)
-    biggest = max(shares, key=shares.get)
-    assert seen[biggest] == max(seen.values()) or len(records) < 80
+    assert {r.account for r in records} == set(load_settings().accounts)
+
+
+def test_golden_calls_are_drawn_by_account_share():
+    """Draws, not completions: closed loop, accounts with long calls complete fewer requests per second."""
+    import random
+
+    from locustfiles.qa_grading import GoldenCalls
+
+    golden = GoldenCalls(str(ROOT / "datasets"))
+    rng = random.Random(7)
+    n = 20_000
+    seen = Counter(golden.draw(rng).account for _ in range(n))
+    for account, a in load_settings().accounts.items():
+        assert abs(seen[account] / n - a.share) < 0.015, (account, seen[account] / n, a.share)
 
 
 def test_terse_task_and_an_unparseable_answer_is_a_quality_failure_not_an_error(simulator, tmp_path):
