@@ -14,8 +14,10 @@ import json
 import logging
 import os
 import random
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -407,9 +409,24 @@ def start_simulator(opts: Any) -> tuple[subprocess.Popen, str]:
     return proc, line.rsplit(" ", 1)[-1].strip()
 
 
+_sigint_watcher: Any = None  # one per process (tests may create several environments)
+
+
+def _interrupt_from_event_loop() -> None:
+    """KeyboardInterrupt in the main greenlet, thrown from the event loop (gevent's own route, minus the traceback
+    it would print for an exception raised in a handler)."""
+    gevent.get_hub().handle_system_error(KeyboardInterrupt, KeyboardInterrupt())
+
+
 def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     if runner is None:
         return
+    # Python raises KeyboardInterrupt in whichever greenlet runs when SIGINT arrives: inside a user between sending
+    # a request and recording it, the record would be lost. Handled by the event loop, Ctrl+C reaches Locust's
+    # main greenlet (which stops the run in order) while every user is parked at a yield.
+    global _sigint_watcher
+    if _sigint_watcher is None and threading.current_thread() is threading.main_thread():
+        _sigint_watcher = gevent.signal_handler(signal.SIGINT, _interrupt_from_event_loop)
     hub = RecordHub(environment)
     environment.slabench = hub
     if isinstance(runner, WorkerRunner):

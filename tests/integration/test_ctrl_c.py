@@ -1,0 +1,51 @@
+"""Ctrl+C (SIGINT) during a run: every request the server saw still ends as exactly one record, even when the
+signal arrives while a user is busy with a request (between sending it and recording it)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from slabench.record import Outcome
+from slabench.sinks import read_records
+from tests.integration.test_shapes_burst import small_queue
+from tests.locust_run import ROOT, scrape
+
+USER = "tests/busy_grader_user.py"
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param(("-u", "4", "-r", "100"), id="closed-loop"),
+        pytest.param(("--burst-queue", "{queue}", "--open-loop-start-delay", "0.5"), id="open-loop-burst"),
+    ],
+)
+def test_ctrl_c_while_users_are_busy_loses_no_request(simulator, tmp_path, shape):
+    url = simulator("--ttft", "0.005", "--itl", "0.001", "--output-tokens", "4")
+    queue = small_queue(tmp_path / "q.csv", [i * 0.02 for i in range(1000)])  # 50/s for 20 s
+    files = USER + (",shapes/burst.py" if "--burst-queue" in shape else "")
+    records_path = tmp_path / "records.jsonl"
+    argv = [sys.executable, "-m", "locust", "--headless", "--only-summary", "-f", files, "--host", url]
+    argv += [a.format(queue=queue) for a in shape] + ["--records", str(records_path)]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while scrape(url).get("slabench_sim_requests_received_total", 0) < 30 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert "Traceback" not in stderr, stderr[-3000:]
+    records = read_records(records_path)
+    sent = [r for r in records if r.sent is not None]
+    answered = [r for r in records if r.outcome is Outcome.OK]
+    # every request the server received has a record (one cancelled at the stop may not have reached it)
+    assert len(answered) <= scrape(url)["slabench_sim_requests_received_total"] <= len(sent), stderr[-3000:]
+    assert len(answered) >= 30
+    assert len({r.request_id for r in records}) == len(records)
+    if "--burst-queue" in shape:
+        assert Counter(r.item_id for r in records) == Counter(f"queue-{i:05d}" for i in range(1000))
