@@ -52,9 +52,7 @@ def write_synthetic_model(root: Path, total_bytes: int, shards: int) -> None:
 def cli(server: MotoServer, *args: str) -> tuple[float, str]:
     env = {**os.environ, **server.env(), "PYTHONPATH": str(REPO)}
     started = time.perf_counter()
-    r = subprocess.run(
-        [sys.executable, "-m", "slabench", "weights", *args], env=env, capture_output=True, text=True
-    )
+    r = subprocess.run([sys.executable, "-m", "slabench", "weights", *args], env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
     if r.returncode != 0:
         raise SystemExit(f"command failed ({r.returncode}): {' '.join(args)}\n{r.stdout}{r.stderr}")
