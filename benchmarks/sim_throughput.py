@@ -3,7 +3,7 @@
 The load generator is deliberately dumb (raw sockets, counts "data:" lines, no JSON) and runs in its own process, so
 the simulator's core is what is measured. Reports chunks/s delivered, the simulator's CPU use, and CPU µs per chunk.
 
-    python benchmarks/sim_throughput.py [--streams 1000] [--itl 0.033] [--seconds 15]
+    python benchmarks/sim_throughput.py [--streams 1000] [--itl 0.033] [--seconds 15] [--warmup 8]
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load(port: int, streams: int, seconds: float, tokens: int) -> None:
-    """Child process: keep `streams` requests in flight for `seconds`; print the number of chunks received."""
+def load(port: int, streams: int, warmup: float, seconds: float, tokens: int) -> None:
+    """Child process: keep `streams` requests in flight; after `warmup` seconds print the chunk count and time, and
+    again `seconds` later (the parent reads the simulator's CPU at both marks); then stop."""
     from gevent import monkey
 
     monkey.patch_all()
@@ -42,11 +43,10 @@ def load(port: int, streams: int, seconds: float, tokens: int) -> None:
         b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
     )
-    end = 0.0
     count = [0]
 
     def one() -> None:
-        while time.monotonic() < end:  # new requests until `seconds` have passed; the last ones run to the end
+        while True:  # one request after another, each on a new connection
             with socket.create_connection(("127.0.0.1", port)) as s:
                 s.sendall(request)
                 tail = b""
@@ -60,48 +60,57 @@ def load(port: int, streams: int, seconds: float, tokens: int) -> None:
                         break
 
     print("ready", flush=True)
-    sys.stdin.readline()  # the parent has taken its CPU snapshot
-    start = time.monotonic()
-    end = start + seconds
-    gevent.joinall([gevent.spawn(one) for _ in range(streams)], timeout=seconds + 60)
-    print(count[0], time.monotonic() - start, flush=True)
+    sys.stdin.readline()  # the parent is ready to take its CPU snapshots
+    # streams start spread over one inter-token interval's worth of time, as they would in a running service
+    users = [gevent.spawn_later(i / streams, one) for i in range(streams)]
+    for wait in (warmup, seconds):
+        gevent.sleep(wait)
+        print(count[0], time.monotonic(), flush=True)
+        sys.stdin.readline()  # the parent took its snapshot
+    gevent.killall(users, block=False)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--itl", type=float, default=0.033, help="seconds between tokens per stream")
-    ap.add_argument("--seconds", type=float, default=15)
+    ap.add_argument("--ttft", type=float, default=0.01)
+    ap.add_argument("--seconds", type=float, default=15, help="the measured window")
+    ap.add_argument("--warmup", type=float, default=8, help="seconds before the window (every stream under way)")
     ap.add_argument("--tokens", type=int, default=200)
-    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        port, streams, seconds, tokens = args.child
-        return load(int(port), int(streams), float(seconds), int(tokens))
-    sim = subprocess.Popen(
-        [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--ttft", "0.01", "--itl", str(args.itl)],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+        port, streams, warmup, seconds, tokens = args.child
+        return load(int(port), int(streams), float(warmup), float(seconds), int(tokens))
+    argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--ttft", str(args.ttft)]
+    sim = subprocess.Popen([*argv, "--itl", str(args.itl)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     port = int(sim.stdout.readline().rsplit(":", 1)[-1])
     ps = psutil.Process(sim.pid)
-    argv = [sys.executable, __file__, "--child", str(port), str(args.streams), str(args.seconds), str(args.tokens)]
-    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    child_argv = [sys.executable, __file__, "--child", str(port), str(args.streams)]
+    child_argv += [str(args.warmup), str(args.seconds), str(args.tokens)]
+    child = subprocess.Popen(child_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     child.stdout.readline()  # "ready": imports done, nothing sent yet
-    cpu0 = ps.cpu_times()
+    marks = []
     child.stdin.write("go\n")
     child.stdin.flush()
-    chunks_s, wall_s = child.stdout.readline().split()
-    cpu1 = ps.cpu_times()
+    for _ in range(2):
+        count, t = child.stdout.readline().split()
+        cpu = ps.cpu_times()
+        marks.append((int(count), float(t), cpu.user + cpu.system))
+        child.stdin.write("next\n")
+        child.stdin.flush()
+    child.wait(30)
     sim.terminate()
-    chunks, wall = int(chunks_s), float(wall_s)
-    cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
-    offered = args.streams / args.itl
-    print(f"{args.streams} concurrent streams, offered {offered:,.0f} chunks/s for {args.seconds:g} s")
+    (c0, t0, cpu0), (c1, t1, cpu1) = marks
+    chunks, wall, cpu = c1 - c0, t1 - t0, cpu1 - cpu0
+    # steady state: each stream spends ttft + (tokens − 1)·itl per request of `tokens` chunks
+    offered = args.streams * args.tokens / (args.ttft + (args.tokens - 1) * args.itl)
+    print(f"{args.streams} concurrent streams, offered {offered:,.0f} chunks/s; measured {wall:.1f} s in steady state")
     print(
-        f"delivered {chunks / wall:,.0f} chunks/s; simulator CPU {cpu / wall:.0%} of one core; "
-        f"{cpu / chunks * 1e6:.1f} CPU µs per chunk → {chunks / cpu:,.0f} chunks per CPU-second"
+        f"delivered {chunks / wall:,.0f} chunks/s ({chunks / wall / offered:.1%} of offered); simulator CPU "
+        f"{cpu / wall:.0%} of one core; {cpu / chunks * 1e6:.1f} CPU µs per chunk → {chunks / cpu:,.0f} chunks per "
+        "CPU-second"
     )
 
 

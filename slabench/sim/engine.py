@@ -124,7 +124,8 @@ class FixedLatencyEngine:
             else:
                 self._left[rid] = left
                 k = min(self.stream_interval, left)
-                self._push(due + sum(self._jittered(self.itl) for _ in range(k)), rid)
+                gap = sum(self._jittered(self.itl) for _ in range(k)) if self.jitter else self.itl * k
+                self._push(due + gap, rid)
             out.emissions.append(Emission(rid, n, done, reason))
         return out
 

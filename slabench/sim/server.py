@@ -1,7 +1,9 @@
 """The embedded simulator: an OpenAI-compatible HTTP server in front of an `Engine`.
 
 gevent StreamServer + h11 (the HTTP/1.1 state machine): one greenlet per connection, one greenlet that runs the
-engine's step loop and hands each `Emission` to the waiting stream. Routes: POST /v1/chat/completions and
+engine's step loop. The step loop writes the chunks of plain streams to their sockets itself (`_DirectStream`: no
+greenlet switch per token, the hot path) and queues the emissions of other replies (unary, faults, HTTP/1.0) to
+their connection's greenlet. Routes: POST /v1/chat/completions and
 /v1/completions (streaming or not), GET /v1/models, /health, /metrics (vLLM's metric names).
 """
 
@@ -23,6 +25,7 @@ import gevent.event
 import gevent.queue
 import gevent.server
 import h11
+from gevent import monkey
 
 from slabench.sim.engine import Emission, Engine, SimRequest
 from slabench.sim.faults import HEADER as FAULT_HEADER
@@ -83,6 +86,8 @@ class SimConfig:
 
 STEP_SLACK_S = 0.0002
 TIMER_FLOOR_S = 0.0012
+NAP_S = 0.0002
+_nap = monkey.get_original("time", "sleep")  # a real sleep of the whole process, even when time is patched
 
 
 class SimServer:
@@ -91,7 +96,9 @@ class SimServer:
         self.config = config
         self.metrics = SimMetrics(config.model)
         self._rng = random.Random(config.seed)
-        self._streams: dict[str, gevent.queue.Queue] = {}
+        # request id → where the engine loop delivers its emissions: a stream it writes itself, or a queue for the
+        # request's own greenlet (replies that are not plain streams: unary, faults, HTTP/1.0)
+        self._streams: dict[str, _DirectStream | gevent.queue.Queue] = {}
         self._wake = gevent.event.Event()
         self._started = time.perf_counter()
         self._server = gevent.server.StreamServer((host, port), self._handle, backlog=2048)
@@ -136,27 +143,39 @@ class SimServer:
                 wake.clear()
                 continue
             if delay > STEP_SLACK_S:
-                # epoll sleeps in whole milliseconds, so a timer can fire up to 1 ms late: spend the last
-                # stretch yielding to the stream writers instead, and step on time.
+                # epoll sleeps in whole milliseconds, so a timer can fire up to 1 ms late. The last stretch goes
+                # to the stream writers (one pass of the event loop), then to short real naps: the step comes on
+                # time without spinning a core (the load generator often shares the machine). What arrives during
+                # a nap waits at most NAP_S.
                 gevent.sleep(0)
+                delay = due - time.perf_counter()
+                if delay > STEP_SLACK_S:
+                    _nap(min(delay - STEP_SLACK_S, NAP_S))
                 continue
             # Due within the slack: step now, at the engine's own time, instead of arming a timer for it. Thousands
             # of streams make tens of thousands of events a second; a timer each would cost more than the tokens.
             # Chunks leave at most STEP_SLACK_S early.
             now = max(due, time.perf_counter())
+            to_flush: list[_DirectStream] = []
             for em in engine.step(now).emissions:
-                q = streams.get(em.request_id)
-                if q is not None:
-                    q.put(em)
+                out = streams.get(em.request_id)
+                if out is None:
+                    continue
+                if out.__class__ is _DirectStream:
+                    if not out.pending:  # else its greenlet is already due to send what is pending
+                        to_flush.append(out)
+                    out.take(em, now)
+                else:
+                    out.put(em)
+            for out in to_flush:  # one write per stream per step, even when a step gives it several chunks
+                out.flush()
             if pop_finished is not None:
                 self.metrics.observe_phases(pop_finished())
 
-    def _submit(self, req: SimRequest) -> gevent.queue.Queue:
-        q: gevent.queue.Queue = gevent.queue.Queue()
+    def _submit(self, req: SimRequest, out: _DirectStream | gevent.queue.Queue) -> None:
         self.engine.add(req, time.perf_counter())  # may raise ValueError (too long for the KV cache)
-        self._streams[req.request_id] = q
+        self._streams[req.request_id] = out
         self._wake.set()
-        return q
 
     def _release(self, request_id: str, finished: bool) -> None:
         self._streams.pop(request_id, None)
@@ -275,15 +294,18 @@ class SimServer:
         )
         call = _Call(sim, chat, c.model, include_usage, continuous, answer)
         start = time.perf_counter()
+        direct = stream and fault is None and conn.their_http_version == b"1.1"
+        out = _DirectStream(sock.fileno(), call, self.metrics, start) if direct else gevent.queue.Queue()
         try:
-            q = self._submit(sim)
+            self._submit(sim, out)
         except ValueError as e:  # e.g. longer than the whole KV cache: vLLM rejects it up front
             return _send_json(sock, conn, 400, _error(str(e), "BadRequestError", 400))
-        emissions = self._run(call, q, start)
-        if stream:
-            self._stream(sock, conn, call, emissions, fault)
+        if direct:
+            self._stream_direct(sock, conn, out)
+        elif stream:
+            self._stream(sock, conn, call, self._run(call, out, start), fault)
         else:
-            self._unary(sock, conn, call, emissions)
+            self._unary(sock, conn, call, self._run(call, out, start))
 
     def _run(self, call: _Call, q: gevent.queue.Queue, start: float):
         """Yield (emission, more_ready) for one request until it finishes; abort it in the engine if the caller
@@ -302,9 +324,35 @@ class SimServer:
         finally:
             self._release(call.req.request_id, finished)
 
+    def _stream_direct(self, sock: Any, conn: h11.Connection, out: _DirectStream) -> None:
+        """A plain stream: the engine loop writes the chunks (see `_DirectStream`); this greenlet sends the
+        response head, whatever the socket did not take at once, and the end of the stream."""
+        head = h11.Response(status_code=200, headers=[*_SSE_HEADERS, (b"transfer-encoding", b"chunked")])
+        sock.sendall(conn.send(head))
+        call = out.call
+        try:
+            while True:
+                out.wake.wait()
+                out.wake.clear()
+                while out.pending and out.broken is None:
+                    data = bytes(out.pending)
+                    out.pending.clear()
+                    out.sending = True
+                    try:
+                        sock.sendall(data)
+                    finally:
+                        out.sending = False
+                if out.broken is not None:
+                    raise out.broken
+                if out.finished:
+                    break
+            self.metrics.observe_finished(call, time.perf_counter() - out.start)
+        finally:
+            self._release(call.req.request_id, out.finished)
+        sock.sendall(conn.send(h11.Data(data=call.final_events())) + conn.send(h11.EndOfMessage()))
+
     def _stream(self, sock: Any, conn: h11.Connection, call: _Call, emissions: Any, fault: Fault | None) -> None:
-        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-        sock.sendall(conn.send(h11.Response(status_code=200, headers=headers)))
+        sock.sendall(conn.send(h11.Response(status_code=200, headers=_SSE_HEADERS)))
         # Mid-stream faults strike once half of the expected tokens are out.
         strike = max(1, min(call.req.target_tokens, call.req.max_tokens) // 2) if fault else None
         pending: list[bytes] = []
@@ -330,6 +378,44 @@ class SimServer:
         for em, _ in emissions:
             call.account(em)
         _send_json(sock, conn, 200, call.unary_body())
+
+
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+
+
+class _DirectStream:
+    """A streaming reply written by the engine loop itself: each step's chunks go straight to the socket with one
+    non-blocking write, with no greenlet switch per token (the simulator's hot path). Bytes the socket does not
+    take at once, the end of the stream and a broken connection are left to the request's greenlet (`wake`)."""
+
+    __slots__ = ("broken", "call", "fd", "finished", "last", "metrics", "pending", "sending", "start", "wake")
+
+    def __init__(self, fd: int, call: _Call, metrics: SimMetrics, start: float) -> None:
+        self.fd, self.call, self.metrics, self.start = fd, call, metrics, start
+        self.last: float | None = None
+        self.pending = bytearray()  # chunked-framed bytes not yet written, in order
+        self.finished = False
+        self.broken: OSError | None = None
+        self.sending = False  # the greenlet is in a blocking send: writing now would interleave bytes
+        self.wake = gevent.event.Event()
+
+    def take(self, em: Emission, now: float) -> None:
+        self.metrics.observe_token(self.call, now, self.start, self.last)
+        self.last = now
+        data = self.call.chunk_events(em)
+        self.pending += b"%x\r\n%b\r\n" % (len(data), data)
+        self.finished = em.finished
+
+    def flush(self) -> None:
+        if not self.sending and self.broken is None:
+            try:
+                del self.pending[: os.write(self.fd, self.pending)]
+            except BlockingIOError:
+                pass
+            except OSError as e:  # the client went away: the greenlet aborts the request
+                self.broken = e
+        if self.pending or self.finished or self.broken is not None:
+            self.wake.set()
 
 
 class _Call:

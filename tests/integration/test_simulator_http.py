@@ -1,11 +1,14 @@
 """The simulator's HTTP surface, spoken to as a client would."""
 
 import json
+import socket
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 
+from slabench.sim.server import _WORDS
 from tests.locust_run import scrape
 
 
@@ -85,3 +88,87 @@ def test_health_is_503_while_the_model_loads(simulator):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(url + "/health")
     assert e.value.code == 503
+
+
+def raw_stream_request(port: int, tokens: int, version: str = "1.1", rcvbuf: int | None = None) -> socket.socket:
+    body = json.dumps(
+        {
+            "model": "slabench-sim",
+            "max_tokens": tokens,
+            "stream": True,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    ).encode()
+    s = socket.socket()
+    if rcvbuf is not None:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.connect(("127.0.0.1", port))
+    head = f"POST /v1/chat/completions HTTP/{version}\r\nHost: x\r\nContent-Type: application/json\r\n"
+    s.sendall(head.encode() + b"Content-Length: %d\r\n\r\n%b" % (len(body), body))
+    return s
+
+
+def read_response(s: socket.socket) -> tuple[bytes, bytes]:
+    """Head and (de-chunked when chunked) body of one response that ends with the connection or the last chunk."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += s.recv(65536)
+    head, rest = data.split(b"\r\n\r\n", 1)
+    if b"transfer-encoding: chunked" not in head.lower():
+        while chunk := s.recv(65536):
+            rest += chunk
+        return head, rest
+    body = b""
+    while True:
+        while b"\r\n" not in rest:
+            rest += s.recv(65536)
+        size_line, rest = rest.split(b"\r\n", 1)
+        size = int(size_line, 16)
+        while len(rest) < size + 2:
+            rest += s.recv(65536)
+        if size == 0:
+            return head, body
+        body, rest = body + rest[:size], rest[size + 2 :]
+
+
+def contents(body: bytes) -> list[str]:
+    events = [line[6:] for line in body.decode().split("\n") if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    return [c["choices"][0]["delta"]["content"] for c in map(json.loads, events[:-1]) if c["choices"]]
+
+
+def test_a_reader_that_falls_behind_gets_every_chunk_in_order(simulator):
+    # The simulator writes chunks from its engine loop without blocking; what a full socket does not take is sent by
+    # the request's own greenlet. A reader that pauses while ~3 MB are produced must still get all of it, in order.
+    url = simulator("--ttft", "0.001", "--itl", "0.00001")
+    s = raw_stream_request(int(url.rsplit(":", 1)[1]), 20000, rcvbuf=4096)
+    time.sleep(1.0)
+    head, body = read_response(s)
+    s.close()
+    assert head.startswith(b"HTTP/1.1 200")
+    words = contents(body)
+    assert len(words) == 20001  # the role-only delta, then one chunk per token
+    assert words[1:] == [" " + _WORDS[i % len(_WORDS)] for i in range(20000)]
+
+
+def test_an_http_1_0_client_gets_a_stream_that_ends_with_the_connection(sim):
+    s = raw_stream_request(int(sim.rsplit(":", 1)[1]), 30, version="1.0")
+    head, body = read_response(s)
+    s.close()
+    assert head.startswith(b"HTTP/1.1 200") and b"chunked" not in head.lower()
+    assert len(contents(body)) == 31
+
+
+def test_a_client_that_goes_away_mid_stream_frees_its_request(simulator):
+    url = simulator("--ttft", "0.001", "--itl", "0.01")
+    s = raw_stream_request(int(url.rsplit(":", 1)[1]), 10000)
+    assert s.recv(65536).startswith(b"HTTP/1.1 200")
+    deadline = time.monotonic() + 5
+    while scrape(url).get("vllm:num_requests_running") != 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    s.close()
+    while scrape(url).get("vllm:num_requests_running") != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    m = scrape(url)
+    assert m["vllm:num_requests_running"] == 0 and m.get("vllm:generation_tokens_total", 0) == 0
