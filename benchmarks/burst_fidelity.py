@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from slabench import metrics  # noqa: E402
 from slabench.openloop import lateness_summary, per_second  # noqa: E402
+from slabench.sim.cli import EMBEDDED_NICE  # noqa: E402
 from slabench.sinks import read_records  # noqa: E402
 
 
@@ -66,6 +67,7 @@ def free_port() -> str:
 def start_simulator(a: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--ttft", str(a.ttft), "--itl", str(a.itl)]
     argv += ["--output-tokens", str(a.output_tokens), "--stream-interval", str(a.stream_interval)]
+    argv += ["--nice", str(a.sim_nice)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stdout.readline().strip()
     if not line.startswith("slabench simulator listening on "):
@@ -130,6 +132,12 @@ def main() -> int:
     p.add_argument("--output-tokens", type=int, default=64)
     p.add_argument("--stream-interval", type=int, default=1)
     p.add_argument("--per-chunk-usage", choices=["on", "off"], default="on")
+    p.add_argument(
+        "--sim-nice",
+        type=int,
+        default=EMBEDDED_NICE,
+        help="the simulator's CPU niceness (default: as when Locust or a sweep starts it; 0 = same as Locust)",
+    )
     p.add_argument(
         "--profile",
         default="",
@@ -219,7 +227,13 @@ def main() -> int:
             "during_mean": round(float(np.mean(sampler.samples)), 2) if sampler.samples else None,
             "during_max": round(max(sampler.samples), 2) if sampler.samples else None,
         },
-        "sim": {"ttft": a.ttft, "itl": a.itl, "output_tokens": a.output_tokens, "stream_interval": a.stream_interval},
+        "sim": {
+            "ttft": a.ttft,
+            "itl": a.itl,
+            "output_tokens": a.output_tokens,
+            "stream_interval": a.stream_interval,
+            "nice": a.sim_nice,
+        },
         "locust_summary": summary,
     }
     if a.profile.endswith(".txt"):

@@ -37,7 +37,7 @@ from slabench import metrics
 from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url
 from slabench.errors import UserError
 from slabench.record import ErrorCategory, Outcome, RequestRecord
-from slabench.sim.cli import add_sim_options, sim_args_to_argv
+from slabench.sim.cli import EMBEDDED_NICE, add_sim_options, sim_args_to_argv
 from slabench.sinks import JsonlSink, RecordSink, open_sink
 
 log = logging.getLogger("slabench")
@@ -397,7 +397,7 @@ def discover_model(target: Target) -> str | None:
 # -- the embedded simulator --------------------------------------------------------------------------------------
 def start_simulator(opts: Any) -> tuple[subprocess.Popen, str]:
     argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--parent-pid", str(os.getpid())]
-    argv += sim_args_to_argv(vars(opts), prefix="sim_")
+    argv += ["--nice", str(EMBEDDED_NICE), *sim_args_to_argv(vars(opts), prefix="sim_")]
     # stderr is inherited: the simulator's own complaints (e.g. a bad --sim-* value) reach the user directly.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     line = ""

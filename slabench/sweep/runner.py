@@ -38,6 +38,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from slabench.errors import UserError
+from slabench.sim.cli import EMBEDDED_NICE
 from slabench.sweep.config import SweepConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,7 +142,7 @@ class Simulator:
     def __init__(self, cfg: SweepConfig, log_path: Path) -> None:
         s = cfg.simulator
         argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--parent-pid", str(os.getpid())]
-        argv += ["--ttft", str(s.ttft), "--itl", str(s.itl), "--jitter", str(s.jitter)]
+        argv += ["--nice", str(EMBEDDED_NICE), "--ttft", str(s.ttft), "--itl", str(s.itl), "--jitter", str(s.jitter)]
         argv += ["--output-tokens", str(s.output_tokens), "--stream-interval", str(s.stream_interval)]
         argv += ["--seed", str(cfg.seed)]
         for flag, value in (
