@@ -74,6 +74,11 @@ class StageClock:
         return stage_fields(span, self.unit) if span is not None else self.last
 
 
+# Locust's headless defaults for -u/-r, set after the init event; shapes do not read them, and counting them would
+# build the plan (parse a 20k-row queue) a second time at the first tick.
+_FILLED_IN_AFTER_INIT = frozenset({"num_users", "spawn_rate"})
+
+
 # -- option helpers --------------------------------------------------------------------------------------------------
 def opt_float(opts: Any, name: str) -> float:
     """A float option (the web UI hands values back as text)."""
@@ -114,7 +119,7 @@ class SlabenchShape(LoadTestShape):
     def plan_for(self, environment: Any) -> Plan:
         """The plan for the current options (built once per distinct set of options)."""
         opts = environment.parsed_options
-        key = tuple(sorted((k, repr(v)) for k, v in vars(opts).items()))
+        key = tuple(sorted((k, repr(v)) for k, v in vars(opts).items() if k not in _FILLED_IN_AFTER_INIT))
         if self._cache is None or self._cache[0] != key:
             self._cache = (key, self.build(opts, environment))
         return self._cache[1]

@@ -168,3 +168,28 @@ def test_merge_reports_and_summary_line():
 def test_per_second_counts():
     assert per_second([0.1, 0.2, 1.5, 2.99], 3).tolist() == [2, 1, 1]
     assert per_second([], 2).tolist() == [0, 0]
+
+
+# -- plan caching ----------------------------------------------------------------------------------------------------
+def test_a_plan_is_rebuilt_for_new_shape_options_but_not_for_locusts_headless_defaults():
+    import argparse
+    from types import SimpleNamespace
+
+    from shapes.base import Plan, SlabenchShape
+
+    builds = []
+
+    class CountingShape(SlabenchShape):
+        def build(self, opts, environment):
+            builds.append(opts.burst_time_scale)
+            return Plan(spans=(), level_unit="none")
+
+    opts = argparse.Namespace(num_users=None, spawn_rate=None, burst_time_scale=1.0)
+    env = SimpleNamespace(parsed_options=opts)
+    shape = CountingShape()
+    first = shape.plan_for(env)
+    opts.num_users, opts.spawn_rate = 1, 1  # what Locust fills in for a headless run after the init event
+    assert shape.plan_for(env) is first and builds == [1.0]
+    opts.burst_time_scale = 10.0  # e.g. changed in the web UI before the next run
+    shape.plan_for(env)
+    assert builds == [1.0, 10.0]
