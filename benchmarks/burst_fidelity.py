@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import socket
 import subprocess
@@ -77,16 +76,25 @@ def start_simulator(a: argparse.Namespace) -> tuple[subprocess.Popen, str]:
 
 
 class LoadSampler(threading.Thread):
-    """The 1-minute load average, sampled every second while the burst runs."""
+    """Every second while the burst runs: the 1-minute load average, and the CPU time of each process in the Locust
+    process tree (master, workers, scraper: the last sample of each is its total, to within a second)."""
 
-    def __init__(self) -> None:
+    def __init__(self, root_pid: int) -> None:
         super().__init__(daemon=True)
+        self.root_pid = root_pid
         self.samples: list[float] = []
+        self.cpu: dict[int, float] = {}
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.wait(1.0):
             self.samples.append(os.getloadavg()[0])
+            try:
+                root = psutil.Process(self.root_pid)
+                for proc in [root, *root.children(recursive=True)]:
+                    self.cpu[proc.pid] = sum(proc.cpu_times()[:2])
+            except psutil.Error:  # a process ended between listing and reading
+                continue
 
 
 def profile_top(path: Path, n: int = 20) -> dict[str, list[str]]:
@@ -167,24 +175,23 @@ def main() -> int:
         fmt = ["-f", "raw"] if a.profile.endswith(".txt") else []
         argv = ["py-spy", "record", "--nonblocking", "-r", "100", *fmt, "-o", a.profile, "--subprocesses", "--", *argv]
     load_before = os.getloadavg()
-    sampler = LoadSampler()
-    sampler.start()
     t_start = time.monotonic()
-    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    locust = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler = LoadSampler(locust.pid)
+    sampler.start()
     try:
-        res = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+        _, stderr = locust.communicate()
     finally:
         sampler.stop.set()
         sim_cpu = sum(psutil.Process(sim.pid).cpu_times()[:2])
         sim.terminate()
         sim.wait(10)
-    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    locust_cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+    locust_cpu = sum(sampler.cpu.values())
     wall = time.monotonic() - t_start
-    summary = [ln for ln in res.stderr.splitlines() if "open loop" in ln or "records →" in ln]
-    if res.returncode != 0:
-        print(res.stderr[-3000:], file=sys.stderr)
-        print(f"locust exited {res.returncode}", file=sys.stderr)
+    summary = [ln for ln in stderr.splitlines() if "open loop" in ln or "records →" in ln]
+    if locust.returncode != 0:
+        print(stderr[-3000:], file=sys.stderr)
+        print(f"locust exited {locust.returncode}", file=sys.stderr)
 
     records = read_records(records_path)
     scheduled_n = sum(1 for _ in queue.open()) - 1
@@ -242,7 +249,7 @@ def main() -> int:
     print(f"records in {work}" if a.keep else "", end="")
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
-    return 0 if res.returncode == 0 and len(records) == expected else 1
+    return 0 if locust.returncode == 0 and len(records) == expected else 1
 
 
 if __name__ == "__main__":
