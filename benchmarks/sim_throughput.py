@@ -55,13 +55,13 @@ def load(port: int, streams: int, warmup: float, seconds: float, tokens: int) ->
                     if not data:
                         break
                     count[0] += (tail + data).count(b"data: {")
-                    tail = data[-8:]
+                    tail = data[-6:]  # a "data: {" split across reads is counted once
                     if b"[DONE]" in data:
                         break
 
     print("ready", flush=True)
     sys.stdin.readline()  # the parent is ready to take its CPU snapshots
-    # streams start spread over one inter-token interval's worth of time, as they would in a running service
+    # streams start spread over a second, as they would in a running service, not all in one step
     users = [gevent.spawn_later(i / streams, one) for i in range(streams)]
     for wait in (warmup, seconds):
         gevent.sleep(wait)
@@ -104,8 +104,9 @@ def main() -> None:
     sim.terminate()
     (c0, t0, cpu0), (c1, t1, cpu1) = marks
     chunks, wall, cpu = c1 - c0, t1 - t0, cpu1 - cpu0
-    # steady state: each stream spends ttft + (tokens − 1)·itl per request of `tokens` chunks
-    offered = args.streams * args.tokens / (args.ttft + (args.tokens - 1) * args.itl)
+    # steady state: each stream spends ttft + (tokens − 1)·itl per request of tokens + 1 chunks (the first chunk of a
+    # chat stream is vLLM's role-only delta, which the load generator counts too)
+    offered = args.streams * (args.tokens + 1) / (args.ttft + (args.tokens - 1) * args.itl)
     print(f"{args.streams} concurrent streams, offered {offered:,.0f} chunks/s; measured {wall:.1f} s in steady state")
     print(
         f"delivered {chunks / wall:,.0f} chunks/s ({chunks / wall / offered:.1%} of offered); simulator CPU "

@@ -31,7 +31,7 @@ import gevent.lock
 from geventhttpclient import HTTPClient
 from locust import User, constant, events
 from locust.env import Environment
-from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from slabench import metrics
 from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url
@@ -398,8 +398,10 @@ def discover_model(target: Target) -> str | None:
 def start_simulator(opts: Any) -> tuple[subprocess.Popen, str]:
     argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--parent-pid", str(os.getpid())]
     argv += ["--nice", str(EMBEDDED_NICE), *sim_args_to_argv(vars(opts), prefix="sim_")]
-    # stderr is inherited: the simulator's own complaints (e.g. a bad --sim-* value) reach the user directly.
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    # stderr is inherited: the simulator's own complaints (e.g. a bad --sim-* value) reach the user directly. Its own
+    # session: a Ctrl+C in the terminal stops Locust, which cancels its requests, and then the simulator (on quit);
+    # the simulator taking the signal too would cut the streams still in flight into errors.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
     line = ""
     with gevent.Timeout(60, False):
         line = proc.stdout.readline()
@@ -410,6 +412,13 @@ def start_simulator(opts: Any) -> tuple[subprocess.Popen, str]:
 
 
 _sigint_watcher: Any = None  # one per process (tests may create several environments)
+
+
+def _is_locust_command() -> bool:
+    """This process is the `locust` command (console script or `python -m locust`), not e.g. pytest hosting Locust
+    objects: the SIGINT handler is for the command's whole life only."""
+    argv0 = Path(sys.argv[0])
+    return argv0.name == "locust" or argv0.parent.name == "locust"
 
 
 def _interrupt_from_event_loop() -> None:
@@ -425,8 +434,10 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     # a request and recording it, the record would be lost. Handled by the event loop, Ctrl+C reaches Locust's
     # main greenlet (which stops the run in order) while every user is parked at a yield.
     global _sigint_watcher
-    if _sigint_watcher is None and threading.current_thread() is threading.main_thread():
+    if _sigint_watcher is None and _is_locust_command() and threading.current_thread() is threading.main_thread():
         _sigint_watcher = gevent.signal_handler(signal.SIGINT, _interrupt_from_event_loop)
+    # Registered after the runner's own: Locust fires `quitting` in reverse, so this runs first.
+    environment.events.quitting.add_listener(_stop_run_before_quitting)
     hub = RecordHub(environment)
     environment.slabench = hub
     if isinstance(runner, WorkerRunner):
@@ -446,6 +457,15 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
         log.error("slabench: %s", e)
         raise SystemExit(UserError.exit_code) from None
     log.info("slabench: no --host given; embedded simulator at %s", environment.host)
+
+
+def _stop_run_before_quitting(environment: Environment, **_: Any) -> None:
+    """On a quit mid-run (Ctrl+C reaches every process of a terminal's process group), stop the run before Locust's
+    own quitting: users' requests become cancelled records, and a worker ships its last batch before it tells the
+    master it is leaving (else the master stops listening to it and those records are lost)."""
+    runner = environment.runner
+    if runner is not None and runner.state in (STATE_SPAWNING, STATE_RUNNING):
+        runner.stop()
 
 
 def _on_quitting(environment: Environment, **_: Any) -> None:

@@ -178,8 +178,8 @@ class SimServer:
         self._wake.set()
 
     def _release(self, request_id: str, finished: bool) -> None:
-        self._streams.pop(request_id, None)
-        if not finished:
+        """The engine loop stops delivering to the request (and the engine drops it, unless it finished). Once."""
+        if self._streams.pop(request_id, None) is not None and not finished:
             self.engine.abort(request_id, time.perf_counter())
 
     # -- HTTP ------------------------------------------------------------------------------------------------
@@ -300,12 +300,17 @@ class SimServer:
             self._submit(sim, out)
         except ValueError as e:  # e.g. longer than the whole KV cache: vLLM rejects it up front
             return _send_json(sock, conn, 400, _error(str(e), "BadRequestError", 400))
-        if direct:
-            self._stream_direct(sock, conn, out)
-        elif stream:
-            self._stream(sock, conn, call, self._run(call, out, start), fault)
-        else:
-            self._unary(sock, conn, call, self._run(call, out, start))
+        try:
+            if direct:
+                self._stream_direct(sock, conn, out)
+            elif stream:
+                self._stream(sock, conn, call, self._run(call, out, start), fault)
+            else:
+                self._unary(sock, conn, call, self._run(call, out, start))
+        finally:
+            # However the reply ended (the client may have gone before the head went out), the engine loop must stop
+            # writing to this socket: once it is closed, a new connection can get the same fd number.
+            self._release(sim.request_id, finished=False)
 
     def _run(self, call: _Call, q: gevent.queue.Queue, start: float):
         """Yield (emission, more_ready) for one request until it finishes; abort it in the engine if the caller
@@ -326,29 +331,28 @@ class SimServer:
 
     def _stream_direct(self, sock: Any, conn: h11.Connection, out: _DirectStream) -> None:
         """A plain stream: the engine loop writes the chunks (see `_DirectStream`); this greenlet sends the
-        response head, whatever the socket did not take at once, and the end of the stream."""
-        head = h11.Response(status_code=200, headers=[*_SSE_HEADERS, (b"transfer-encoding", b"chunked")])
-        sock.sendall(conn.send(head))
+        response head, whatever the socket did not take at once, and the end of the stream. (No content-length and
+        an HTTP/1.1 client: h11 frames the body as chunked, as the engine loop does by hand.)"""
+        sock.sendall(conn.send(h11.Response(status_code=200, headers=_SSE_HEADERS)))
+        while True:
+            while out.pending and out.broken is None:
+                data = bytes(out.pending)
+                out.pending.clear()
+                out.sending = True
+                try:
+                    sock.sendall(data)
+                finally:
+                    out.sending = False
+            out.sending = False  # the head is out: the engine loop may write
+            if out.broken is not None:
+                raise out.broken
+            if out.finished:
+                break
+            out.wake.wait()
+            out.wake.clear()
         call = out.call
-        try:
-            while True:
-                out.wake.wait()
-                out.wake.clear()
-                while out.pending and out.broken is None:
-                    data = bytes(out.pending)
-                    out.pending.clear()
-                    out.sending = True
-                    try:
-                        sock.sendall(data)
-                    finally:
-                        out.sending = False
-                if out.broken is not None:
-                    raise out.broken
-                if out.finished:
-                    break
-            self.metrics.observe_finished(call, time.perf_counter() - out.start)
-        finally:
-            self._release(call.req.request_id, out.finished)
+        self._release(call.req.request_id, finished=True)
+        self.metrics.observe_finished(call, time.perf_counter() - out.start)
         sock.sendall(conn.send(h11.Data(data=call.final_events())) + conn.send(h11.EndOfMessage()))
 
     def _stream(self, sock: Any, conn: h11.Connection, call: _Call, emissions: Any, fault: Fault | None) -> None:
@@ -396,10 +400,12 @@ class _DirectStream:
         self.pending = bytearray()  # chunked-framed bytes not yet written, in order
         self.finished = False
         self.broken: OSError | None = None
-        self.sending = False  # the greenlet is in a blocking send: writing now would interleave bytes
+        # the greenlet owns the socket (sending the head, or in a blocking send): a write now would interleave bytes
+        self.sending = True
         self.wake = gevent.event.Event()
 
     def take(self, em: Emission, now: float) -> None:
+        # TTFT/ITL histograms at the engine's step time (what vLLM's own histograms measure), not at delivery
         self.metrics.observe_token(self.call, now, self.start, self.last)
         self.last = now
         data = self.call.chunk_events(em)

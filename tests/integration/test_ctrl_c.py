@@ -3,6 +3,7 @@ signal arrives while a user is busy with a request (between sending it and recor
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 
 from slabench.record import Outcome
 from slabench.sinks import read_records
-from tests.integration.test_shapes_burst import small_queue
+from tests.integration.test_shapes_burst import free_port, small_queue
 from tests.locust_run import ROOT, scrape
 
 USER = "tests/busy_grader_user.py"
@@ -23,6 +24,7 @@ USER = "tests/busy_grader_user.py"
     "shape",
     [
         pytest.param(("-u", "4", "-r", "100"), id="closed-loop"),
+        pytest.param(("-u", "4", "-r", "100", "--processes", "2"), id="closed-loop-2-workers"),
         pytest.param(("--burst-queue", "{queue}", "--open-loop-start-delay", "0.5"), id="open-loop-burst"),
     ],
 )
@@ -33,11 +35,17 @@ def test_ctrl_c_while_users_are_busy_loses_no_request(simulator, tmp_path, shape
     records_path = tmp_path / "records.jsonl"
     argv = [sys.executable, "-m", "locust", "--headless", "--only-summary", "-f", files, "--host", url]
     argv += [a.format(queue=queue) for a in shape] + ["--records", str(records_path)]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if "--processes" in shape:
+        port = free_port()
+        argv += ["--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--master-port", port]
+    # its own process group, signalled as a whole: what Ctrl+C in a terminal does (workers get it too)
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     deadline = time.monotonic() + 60
     while scrape(url).get("slabench_sim_requests_received_total", 0) < 30 and time.monotonic() < deadline:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert "Traceback" not in stderr, stderr[-3000:]
     records = read_records(records_path)

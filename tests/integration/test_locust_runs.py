@@ -119,9 +119,9 @@ def test_no_host_starts_the_embedded_simulator_and_stops_it(tmp_path):
         sims = [c for c in psutil.Process(locust.pid).children() if "simulate" in c.cmdline()]
     assert sims, "no embedded simulator process"
     # it yields the CPU to the load generator it shares the machine with (once it has started)
-    while sims[0].nice() == os.nice(0) and time.monotonic() < deadline:
+    while sims[0].nice() == os.nice(0) < 19 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert sims[0].nice() == os.nice(0) + EMBEDDED_NICE
+    assert sims[0].nice() == min(19, os.nice(0) + EMBEDDED_NICE)
     _, stderr = locust.communicate(timeout=60)
     assert locust.returncode == 0, stderr[-2000:]
     assert "embedded simulator at http://127.0.0.1:" in stderr

@@ -16,7 +16,7 @@ def test_nice_lowers_the_simulators_cpu_priority():
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert proc.stdout.readline().startswith("slabench simulator listening on ")
-        assert psutil.Process(proc.pid).nice() == os.nice(0) + 7
+        assert psutil.Process(proc.pid).nice() == min(19, os.nice(0) + 7)  # niceness stops at 19
     finally:
         proc.terminate()
         proc.wait(5)

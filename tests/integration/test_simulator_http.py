@@ -1,7 +1,9 @@
 """The simulator's HTTP surface, spoken to as a client would."""
 
+import contextlib
 import json
 import socket
+import struct
 import time
 import urllib.error
 import urllib.request
@@ -172,3 +174,26 @@ def test_a_client_that_goes_away_mid_stream_frees_its_request(simulator):
         time.sleep(0.05)
     m = scrape(url)
     assert m["vllm:num_requests_running"] == 0 and m.get("vllm:generation_tokens_total", 0) == 0
+
+
+def test_clients_that_reset_before_the_reply_leave_nothing_behind(simulator):
+    # Each client sends a stream request and resets the connection at once, before the response head can go out.
+    # Their requests must leave the engine, and no later connection (which may get a reused fd number) may receive
+    # a byte of their streams.
+    url = simulator("--ttft", "0.5", "--itl", "0.01")
+    port = int(url.rsplit(":", 1)[1])
+    for _ in range(20):
+        s = raw_stream_request(port, 3000)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    time.sleep(0.1)
+    with socket.create_connection(("127.0.0.1", port)) as other:
+        other.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(1.0)  # well past the first tokens of the reset requests
+        other.settimeout(0.5)
+        data = b""
+        with contextlib.suppress(TimeoutError):
+            while chunk := other.recv(65536):
+                data += chunk
+    assert data.endswith(b"\r\n\r\n{}"), data[:300]
+    assert scrape(url)["vllm:num_requests_running"] == 0
