@@ -17,7 +17,6 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -434,7 +433,7 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     # a request and recording it, the record would be lost. Handled by the event loop, Ctrl+C reaches Locust's
     # main greenlet (which stops the run in order) while every user is parked at a yield.
     global _sigint_watcher
-    if _sigint_watcher is None and _is_locust_command() and threading.current_thread() is threading.main_thread():
+    if _sigint_watcher is None and _is_locust_command():
         _sigint_watcher = gevent.signal_handler(signal.SIGINT, _interrupt_from_event_loop)
     # Registered after the runner's own: Locust fires `quitting` in reverse, so this runs first.
     environment.events.quitting.add_listener(_stop_run_before_quitting)
