@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
+import sys
 
 from slabench.errors import UserError
 
@@ -141,7 +141,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"slabench simulator listening on http://{args.host}:{server.port}", flush=True)
     if args.parent_pid:
         gevent.spawn(watch_parent, args.parent_pid)
-    with contextlib.suppress(KeyboardInterrupt):
-        gevent.wait()
-    server.stop()
+    try:
+        server.wait()
+    except KeyboardInterrupt:
+        pass
+    except Exception as e:  # a simulator bug: gevent has printed the engine loop's traceback
+        print(f"slabench simulate: stopped serving: the engine loop failed ({e!r})", file=sys.stderr)
+        return 1
     return 0

@@ -115,9 +115,15 @@ class SimServer:
         if self._loop is not None:
             self._loop.kill()
 
-    def serve_forever(self) -> None:
-        self.start()
-        self._server.serve_forever()
+    def wait(self) -> None:
+        """Serve until interrupted, or until the engine loop fails (then raise its error); stop either way. Were a
+        failed loop left serving, every request would wait for tokens forever; stopped, clients see cut streams and
+        refused connections (classified errors) instead."""
+        assert self._loop is not None, "start() first"
+        try:
+            self._loop.get()
+        finally:
+            self.stop()
 
     @property
     def port(self) -> int:

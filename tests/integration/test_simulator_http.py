@@ -1,9 +1,12 @@
 """The simulator's HTTP surface, spoken to as a client would."""
 
 import contextlib
+import http.client
 import json
 import socket
 import struct
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -11,15 +14,15 @@ import urllib.request
 import pytest
 
 from slabench.sim.server import _WORDS
-from tests.locust_run import scrape
+from tests.locust_run import ROOT, scrape
 
 
-def post(url, path, body, headers=None):
+def post(url, path, body, headers=None, timeout=10):
     req = urllib.request.Request(
         url + path, json.dumps(body).encode(), {"Content-Type": "application/json", **(headers or {})}
     )
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -197,3 +200,24 @@ def test_clients_that_reset_before_the_reply_leave_nothing_behind(simulator):
                 data += chunk
     assert data.endswith(b"\r\n\r\n{}"), data[:300]
     assert scrape(url)["vllm:num_requests_running"] == 0
+
+
+def test_a_failed_engine_loop_ends_the_streams_and_the_simulator_instead_of_hanging_them():
+    proc = subprocess.Popen(
+        [sys.executable, "tests/broken_engine_sim.py"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        url = proc.stdout.readline().strip().rsplit(" ", 1)[-1]
+        body = {"model": "slabench-sim", "max_tokens": 50, "stream": True, "prompt": "hi"}
+        # The 30 s timeout would turn a hang into socket.timeout (an OSError, not the HTTPException asserted here).
+        with pytest.raises(http.client.HTTPException):
+            post(url, "/v1/completions", body, timeout=30)
+        assert proc.wait(30) == 1
+        assert "RuntimeError: engine bug" in proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
