@@ -17,12 +17,12 @@ from slabench.sim.server import _WORDS
 from tests.locust_run import ROOT, scrape
 
 
-def post(url, path, body, headers=None, timeout=10):
+def post(url, path, body, headers=None):
     req = urllib.request.Request(
         url + path, json.dumps(body).encode(), {"Content-Type": "application/json", **(headers or {})}
     )
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with urllib.request.urlopen(req, timeout=10) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -213,9 +213,9 @@ def test_a_failed_engine_loop_ends_the_streams_and_the_simulator_instead_of_hang
     try:
         url = proc.stdout.readline().strip().rsplit(" ", 1)[-1]
         body = {"model": "slabench-sim", "max_tokens": 50, "stream": True, "prompt": "hi"}
-        # The 30 s timeout would turn a hang into socket.timeout (an OSError, not the HTTPException asserted here).
+        # post's 10 s timeout turns a hang into socket.timeout (an OSError, not the HTTPException asserted here).
         with pytest.raises(http.client.HTTPException):
-            post(url, "/v1/completions", body, timeout=30)
+            post(url, "/v1/completions", body)
         assert proc.wait(30) == 1
         assert "RuntimeError: engine bug" in proc.stderr.read()
     finally:
