@@ -1,9 +1,9 @@
 """Deploy failures that are not the user's input: the platform produced no verdict."""
 
-from slabench.errors import UserError
+from slabench.errors import ExitCode, UserError
 
 
 class DeployFailed(UserError):
     """Helm, the cluster or a timeout stopped the run before the Locust Job gave its verdict (one line, exit 5)."""
 
-    exit_code = 5
+    exit_code = ExitCode.PLATFORM
