@@ -1,4 +1,4 @@
-"""How fast `analysis.aggregate_runs.aggregate` is on a big sweep: 8 levels × 5 repeats × 5,000 records.
+"""How fast `slabench.analysis.aggregate.aggregate` is on a big sweep: 8 levels × 5 repeats × 5,000 records.
 
     python benchmarks/aggregate_speed.py                 # both formats, 128 output tokens per request
     python benchmarks/aggregate_speed.py --tokens 256 --format jsonl
@@ -102,7 +102,7 @@ def generate(root: Path, fmt: str, levels: int, repeats: int, n: int, tokens: in
 def measure(root: str) -> None:
     """Child process: aggregate once, print {"seconds", "peak_mib", "levels"} as JSON."""
     t0 = time.perf_counter()
-    from analysis.aggregate_runs import aggregate, summary_json
+    from slabench.analysis.aggregate import aggregate, summary_json
 
     summary = aggregate(root, slo={"ttft_s": 0.5, "tpot_s": 0.05})
     summary_json(summary)

@@ -45,10 +45,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from sla.contract import load_contract
-    from sla.grade import EXIT_CODES, worst
-    from sla.grade_run import grade_run_dir, write_verdict
-    from sla.render import comparison_table, verdict_table
+    from slabench.sla.contract import load_contract
+    from slabench.sla.grade import EXIT_CODES, worst
+    from slabench.sla.grade_run import grade_run_dir, write_verdict
+    from slabench.sla.render import comparison_table, verdict_table
 
     if args.instance_type and len(args.instance_type) != len(args.run_dirs):
         raise UserError(

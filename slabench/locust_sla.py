@@ -60,7 +60,7 @@ class SlaHook:
 
     def run_level(self) -> Any:
         """The load of a plain run (no shape): concurrency = the user count asked for."""
-        from sla.estimates import Level
+        from slabench.sla.estimates import Level
 
         if self.env.shape_class is not None:
             return None
@@ -69,8 +69,8 @@ class SlaHook:
 
     def grade(self) -> int:
         """Grade the finished run; return the exit code to use."""
-        from sla.grade_run import exit_code, grade_input, read_single_run, write_verdict
-        from sla.render import verdict_lines
+        from slabench.sla.grade_run import exit_code, grade_input, read_single_run, write_verdict
+        from slabench.sla.render import verdict_lines
 
         path = self.records_path()
         if path is None or not path.exists():
@@ -96,7 +96,7 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     opts = environment.parsed_options
     if runner is None or isinstance(runner, WorkerRunner) or opts is None or not getattr(opts, "sla", ""):
         return
-    from sla.contract import load_contract
+    from slabench.sla.contract import load_contract
 
     try:
         loaded = load_contract(opts.sla)

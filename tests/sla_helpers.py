@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sla.contract import Contract
-from sla.cost import ReplicaPrice, replica_price
-from sla.estimates import Estimate, Level, LevelEstimates
-from sla.prices import load_prices
 from slabench import cli
 from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.sla.contract import Contract
+from slabench.sla.cost import ReplicaPrice, replica_price
+from slabench.sla.estimates import Estimate, Level, LevelEstimates
+from slabench.sla.prices import load_prices
 
 BASE: dict[str, Any] = {
     "name": "test",

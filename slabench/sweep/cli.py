@@ -124,7 +124,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     cfg = _apply_overrides(load_sweep(args.config), args)
     contract = None
     if args.sla:  # a bad contract stops us before any load is sent
-        from sla.contract import load_contract
+        from slabench.sla.contract import load_contract
 
         contract = load_contract(args.sla)
     console = Console(stderr=True)
@@ -154,8 +154,8 @@ def run_sweep(args: argparse.Namespace) -> int:
         console.print(f"done; aggregate with: slabench aggregate {sweep_dir}")
     if contract is None:
         return 0
-    from sla.grade_run import exit_code, grade_run_dir, write_verdict
-    from sla.render import verdict_table
+    from slabench.sla.grade_run import exit_code, grade_run_dir, write_verdict
+    from slabench.sla.render import verdict_table
 
     verdict = grade_run_dir(sweep_dir, contract)
     console.print(f"verdict: {write_verdict(verdict, sweep_dir)}")
@@ -180,9 +180,9 @@ def _parse_slo(items: list[str]) -> dict[str, float] | None:
 
 
 def _report(run_dir: Path, analysis, slo, warmup_s, console: Console, as_json: bool, out=None, require=False) -> int:
-    from analysis.aggregate_runs import aggregate, require_ci, summary_json
-    from analysis.cliff import CliffOptions
-    from analysis.report import print_console, write_report
+    from slabench.analysis.aggregate import aggregate, require_ci, summary_json
+    from slabench.analysis.cliff import CliffOptions
+    from slabench.analysis.report import print_console, write_report
 
     cliff = CliffOptions(**analysis.cliff.model_dump()) if analysis is not None else None
     if slo is None and analysis is not None and analysis.slo is not None:

@@ -16,8 +16,8 @@ from slabench.record import RequestRecord
 
 
 def provisional_status(loaded: Any, records: Sequence[RequestRecord], unstaged_level: Any = None) -> dict[str, Any]:
-    from sla.grade import fmt, grade
-    from sla.single_run import levels_from_records
+    from slabench.sla.grade import fmt, grade
+    from slabench.sla.single_run import levels_from_records
 
     levels = levels_from_records(records, unstaged_level)
     v = grade(loaded.contract, loaded.replica, levels, source="live records (provisional)", sla_file=str(loaded.path))

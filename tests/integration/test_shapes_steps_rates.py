@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from shapes.schedules import OFFICE_DAY, Diurnal, rate_arrivals, step_plan
 from slabench.record import Outcome
+from slabench.shapes.schedules import OFFICE_DAY, Diurnal, rate_arrivals, step_plan
 from slabench.sinks import read_records
 from tests.integration.test_shapes_burst import processes, small_queue
 from tests.locust_run import ROOT, run_locust, scrape

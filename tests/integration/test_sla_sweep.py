@@ -13,7 +13,7 @@ from slabench.sinks import read_records
 from tests.locust_run import ROOT
 from tests.sla_helpers import slabench_cli, write
 
-aggregate_runs = pytest.importorskip("analysis.aggregate_runs", reason="needs the aggregator (issue 5)")
+aggregate_runs = pytest.importorskip("slabench.analysis.aggregate", reason="needs the aggregator (issue 5)")
 pytest.importorskip("slabench.sweep.cli", reason="needs `slabench sweep` (issue 5)")
 
 SWEEP = """\
@@ -73,7 +73,7 @@ def test_grading_a_sweep_passes_and_fails_with_exit_codes(sweep_dir, tmp_path, m
 
 
 def test_summary_json_and_on_the_spot_aggregation_grade_alike(sweep_dir, tmp_path):
-    from sla.grade_run import grade_run_dir
+    from slabench.sla.grade_run import grade_run_dir
 
     sla = write(tmp_path, PASSES)
     on_the_spot = grade_run_dir(sweep_dir, sla)
@@ -93,7 +93,7 @@ def test_summary_json_and_on_the_spot_aggregation_grade_alike(sweep_dir, tmp_pat
 
 
 def test_single_run_estimates_match_the_aggregator_per_run(sweep_dir):
-    from sla.single_run import levels_from_records
+    from slabench.sla.single_run import levels_from_records
 
     summary = aggregate_runs.aggregate(sweep_dir)
     compared = 0

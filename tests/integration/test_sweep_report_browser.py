@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from analysis.aggregate_runs import aggregate
-from analysis.report import write_report
+from slabench.analysis.aggregate import aggregate
+from slabench.analysis.report import write_report
 from tests.analysis_helpers import rec, write_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from analysis.aggregate_runs import SCHEMA_VERSION, SweepSummary, aggregate, load_summary, require_ci, summary_json
+from slabench.analysis.aggregate import SCHEMA_VERSION, SweepSummary, aggregate, load_summary, require_ci, summary_json
 from slabench.errors import UserError
 from slabench.record import ErrorCategory, Outcome
 from tests.analysis_helpers import rec, write_run

@@ -2,8 +2,8 @@
 
 import pytest
 
-from analysis.aggregate_runs import Estimate
-from analysis.cliff import CliffOptions, find_cliff
+from slabench.analysis.aggregate import Estimate
+from slabench.analysis.cliff import CliffOptions, find_cliff
 
 
 def est(mean, half=None, n=3):

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.columns import itl_arrays, read_table, run_arrays
 from slabench import metrics
+from slabench.analysis.columns import itl_arrays, read_table, run_arrays
 from slabench.record import ErrorCategory, Outcome, RequestRecord
 from slabench.sinks import ARROW_SCHEMA, open_sink
 from tests.analysis_helpers import rec

@@ -10,8 +10,8 @@ import pytest
 from matplotlib.image import imread
 from rich.console import Console
 
-from analysis.aggregate_runs import aggregate
-from analysis.report import LOW, across, console_table, print_console, write_report
+from slabench.analysis.aggregate import aggregate
+from slabench.analysis.report import LOW, across, console_table, print_console, write_report
 from tests.analysis_helpers import rec, write_run
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.stats import betainc, min_samples_for, percentile, percentiles, spread, t_cdf, t_ppf
+from slabench.analysis.stats import betainc, min_samples_for, percentile, percentiles, spread, t_cdf, t_ppf
 
 # Two-sided 95 % critical values t(0.975, df) from the standard table (e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2).
 T_TABLE = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 9: 2.262, 10: 2.228, 29: 2.045, 30: 2.042, 100: 1.984}

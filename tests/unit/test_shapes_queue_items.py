@@ -8,12 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from shapes.base import StageClock, stage_fields
-from shapes.items import arrival_items, burst_items
-from shapes.queuefile import QueueRow, parse_queue_text, read_queue_file
-from shapes.schedules import Arrival, Span, partition, step_plan
 from slabench.errors import UserError
 from slabench.openloop import OpenLoopItem, lateness_summary, merge_reports, per_second, summary_line
+from slabench.shapes.base import StageClock, stage_fields
+from slabench.shapes.items import arrival_items, burst_items
+from slabench.shapes.queuefile import QueueRow, parse_queue_text, read_queue_file
+from slabench.shapes.schedules import Arrival, Span, partition, step_plan
 
 
 # -- queue files -----------------------------------------------------------------------------------------------------
@@ -175,7 +175,7 @@ def test_a_plan_is_rebuilt_for_new_shape_options_but_not_for_locusts_headless_de
     import argparse
     from types import SimpleNamespace
 
-    from shapes.base import Plan, SlabenchShape
+    from slabench.shapes.base import Plan, SlabenchShape
 
     builds = []
 

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shapes.schedules import (
+from slabench.errors import UserError
+from slabench.shapes.schedules import (
     OFFICE_DAY,
     Diurnal,
     Span,
@@ -28,7 +29,6 @@ from shapes.schedules import (
     step_plan,
     stride_indices,
 )
-from slabench.errors import UserError
 
 
 # -- parsing -------------------------------------------------------------------------------------------------------

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from sla.capacity import capacity_report
-from sla.estimates import Level, LevelEstimates
-from sla.grade import grade
+from slabench.sla.capacity import capacity_report
+from slabench.sla.estimates import Level, LevelEstimates
+from slabench.sla.grade import grade
 from tests.sla_helpers import contract, est, level, replica
 
 

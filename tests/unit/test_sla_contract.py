@@ -9,10 +9,10 @@ import jsonschema
 import pytest
 import yaml
 
-from sla import schema_gen
-from sla.contract import Contract, load_contract
-from sla.estimates import Level, LevelEstimates
 from slabench.errors import UserError
+from slabench.sla import schema_gen
+from slabench.sla.contract import Contract, load_contract
+from slabench.sla.estimates import Level, LevelEstimates
 from tests.sla_helpers import est, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def test_the_example_contract_loads_and_prices():
 
 def test_the_json_schema_is_generated_from_the_models_and_up_to_date():
     assert schema_gen.SCHEMA_PATH.read_text(encoding="utf-8") == schema_gen.render(), (
-        "sla/schema/sla.schema.json is stale: run `python -m sla.schema_gen`"
+        "sla/schema/sla.schema.json is stale: run `python -m slabench.sla.schema_gen`"
     )
     assert schema_gen.main(["--check"]) == 0
 
@@ -125,7 +125,7 @@ def test_unknown_region_and_missing_price_file(tmp_path):
 
 
 def test_an_own_price_file_relative_to_the_contract_and_an_override(tmp_path):
-    table = (ROOT / "sla" / "instance_prices.yaml").read_text(encoding="utf-8")
+    table = (ROOT / "slabench" / "sla" / "instance_prices.yaml").read_text(encoding="utf-8")
     (tmp_path / "prices").mkdir()
     (tmp_path / "prices" / "mine.yaml").write_text(table.replace("g6e.xlarge: 1.861", "g6e.xlarge: 1.5"))
     lc = load_contract(write(tmp_path, GOOD + "prices:\n  file: prices/mine.yaml\n"))

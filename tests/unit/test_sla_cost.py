@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from sla.cost import DeploymentError, cost_lines, replica_price, unit_cost
-from sla.estimates import Estimate, Level, LevelEstimates
-from sla.prices import load_prices
+from slabench.sla.cost import DeploymentError, cost_lines, replica_price, unit_cost
+from slabench.sla.estimates import Estimate, Level, LevelEstimates
+from slabench.sla.prices import load_prices
 from tests.sla_helpers import est, replica
 
 # FLEET.md, "Instances (AWS us-east-1, on-demand Linux, USD per hour)"

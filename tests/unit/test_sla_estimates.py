@@ -3,10 +3,10 @@ straight from records (hand-computed answers)."""
 
 import pytest
 
-from sla.estimates import Estimate, Level, levels_from_summary
-from sla.single_run import levels_from_records
 from slabench.errors import UserError
 from slabench.record import Outcome
+from slabench.sla.estimates import Estimate, Level, levels_from_summary
+from slabench.sla.single_run import levels_from_records
 from tests.sla_helpers import record
 
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from sla.contract import CheckSpec, CostCeiling, LatencyTarget, QualityFloor, RateCeiling, ThroughputFloor
-from sla.estimates import Estimate, Level, LevelEstimates
-from sla.grade import Status, evaluate, grade, worst
+from slabench.sla.contract import CheckSpec, CostCeiling, LatencyTarget, QualityFloor, RateCeiling, ThroughputFloor
+from slabench.sla.estimates import Estimate, Level, LevelEstimates
+from slabench.sla.grade import Status, evaluate, grade, worst
 from tests.sla_helpers import contract, est, level, replica
 
 P, C, F = Status.PASS, Status.CONDITIONAL, Status.FAIL

@@ -119,8 +119,8 @@ targets:
 
 
 def test_provisional_sla_status_grades_the_records_so_far(tmp_path: Path) -> None:
-    from sla.contract import load_contract
-    from sla.estimates import Level
+    from slabench.sla.contract import load_contract
+    from slabench.sla.estimates import Level
 
     path = tmp_path / "sla.yaml"
     path.write_text(CONTRACT)

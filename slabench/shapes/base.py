@@ -25,11 +25,11 @@ import psutil
 from locust import LoadTestShape, events
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
-from shapes.schedules import Span, partition, span_at
 from slabench.errors import UserError
 from slabench.locust_plugin import install as install_plugin
 from slabench.openloop import Dispatcher, OpenLoopItem, check_user_class, item_meta, merge_reports, summary_line
 from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.shapes.schedules import Span, partition, span_at
 
 log = logging.getLogger("slabench")
 

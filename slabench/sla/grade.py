@@ -19,10 +19,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sla.capacity import CapacityReport, capacity_report
-from sla.contract import CheckSpec, Contract
-from sla.cost import CostLine, ReplicaPrice, cost_lines
-from sla.estimates import Estimate, LevelEstimates, with_metrics
+from slabench.sla.capacity import CapacityReport, capacity_report
+from slabench.sla.contract import CheckSpec, Contract
+from slabench.sla.cost import CostLine, ReplicaPrice, cost_lines
+from slabench.sla.estimates import Estimate, LevelEstimates, with_metrics
 
 SCHEMA_VERSION = 1
 

@@ -1,4 +1,4 @@
-"""The instance price table (`sla/instance_prices.yaml`): strict model and loader. Prices are data, not code."""
+"""The instance price table (`instance_prices.yaml` beside this module): strict model and loader. Prices are data."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sla.estimates import Estimate, LevelEstimates
-from sla.prices import PriceTable
+from slabench.sla.estimates import Estimate, LevelEstimates
+from slabench.sla.prices import PriceTable
 
 
 class DeploymentError(ValueError):

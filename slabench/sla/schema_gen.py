@@ -1,4 +1,4 @@
-"""Write `sla/schema/sla.schema.json` from the contract models: ``python -m sla.schema_gen`` (``--check`` to verify)."""
+"""Write `sla/schema/sla.schema.json` from the contract models: ``python -m slabench.sla.schema_gen`` (``--check``)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import json
 import sys
 from pathlib import Path
 
-from sla.contract import json_schema
+from slabench.sla.contract import json_schema
 
-SCHEMA_PATH = Path(__file__).with_name("schema") / "sla.schema.json"
+# Published beside the contracts (sla/), not inside the package.
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "sla" / "schema" / "sla.schema.json"
 
 
 def render() -> str:
@@ -21,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--check" in argv:
         current = SCHEMA_PATH.read_text(encoding="utf-8") if SCHEMA_PATH.exists() else ""
         if current != text:
-            print(f"{SCHEMA_PATH} is out of date: run `python -m sla.schema_gen`", file=sys.stderr)
+            print(f"{SCHEMA_PATH} is out of date: run `python -m slabench.sla.schema_gen`", file=sys.stderr)
             return 1
         return 0
     SCHEMA_PATH.parent.mkdir(exist_ok=True)

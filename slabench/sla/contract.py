@@ -16,11 +16,11 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StringConstraints, create_model, model_validator
 
-from sla.cost import DeploymentError, ReplicaPrice, replica_price
-from sla.estimates import Level, LevelEstimates
-from sla.prices import DEFAULT_PRICES, PriceTable, load_prices
 from slabench.config import StrictModel, load_model, load_yaml
 from slabench.errors import UserError
+from slabench.sla.cost import DeploymentError, ReplicaPrice, replica_price
+from slabench.sla.estimates import Level, LevelEstimates
+from slabench.sla.prices import DEFAULT_PRICES, PriceTable, load_prices
 
 Severity = Literal["hard", "soft"]
 _BAND = "how far past the target still counts as CONDITIONAL instead of FAIL (same unit as the target)"

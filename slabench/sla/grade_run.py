@@ -5,7 +5,7 @@ What a RUN_DIR may hold, in the order they are tried:
 1. ``summary.json`` — the aggregator's per-level summary of a sweep (repeats, intervals);
 2. a records file (``records.jsonl`` / ``records.parquet``), or RUN_DIR *is* one — a single plain run, estimated
    directly from the records (n = 1, "single run" in every verdict);
-3. a sweep tree of runs without a summary — aggregated on the spot with `analysis.aggregate_runs.aggregate`.
+3. a sweep tree of runs without a summary — aggregated on the spot with `slabench.analysis.aggregate.aggregate`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from sla.contract import LoadedContract, load_contract
-from sla.estimates import Level, LevelEstimates, levels_from_summary
-from sla.grade import EXIT_CODES, Verdict, grade
-from sla.render import verdict_markdown
-from sla.single_run import levels_from_records
 from slabench.errors import UserError
 from slabench.sinks import read_records
+from slabench.sla.contract import LoadedContract, load_contract
+from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
+from slabench.sla.grade import EXIT_CODES, Verdict, grade
+from slabench.sla.render import verdict_markdown
+from slabench.sla.single_run import levels_from_records
 
 RECORD_NAMES = ("records.jsonl", "records.parquet", "records.ndjson")
 
@@ -61,7 +61,7 @@ def read_single_run(path: Path, unstaged_level: Level | None = None) -> RunInput
 
 def _aggregate(run_dir: Path) -> RunInput:
     try:
-        mod = importlib.import_module("analysis.aggregate_runs")
+        mod = importlib.import_module("slabench.analysis.aggregate")
     except ImportError:
         mod = None
     if mod is None or not hasattr(mod, "aggregate"):

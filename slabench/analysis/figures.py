@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.columns import RunArrays
-from analysis.stats import percentiles
+from slabench.analysis.columns import RunArrays
+from slabench.analysis.stats import percentiles
 
 LATENCIES = ("ttft", "itl", "tpot", "e2e")
 STATS = ("p50", "p90", "p95", "p99", "mean")

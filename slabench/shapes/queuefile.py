@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from shapes.schedules import check_offsets
 from slabench.errors import UserError
+from slabench.shapes.schedules import check_offsets
 
 OFFSET_KEYS = ("offset_s", "offset")
 

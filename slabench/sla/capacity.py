@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sla.cost import ReplicaPrice
-from sla.estimates import LevelEstimates
+from slabench.sla.cost import ReplicaPrice
+from slabench.sla.estimates import LevelEstimates
 
 LINEAR = "assumes replicas behind the load balancer scale linearly"
 

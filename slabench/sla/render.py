@@ -8,7 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from sla.grade import CheckResult, Status, Verdict, fmt
+from slabench.sla.grade import CheckResult, Status, Verdict, fmt
 
 STYLE = {Status.PASS: "bold green", Status.CONDITIONAL: "bold yellow", Status.FAIL: "bold red"}
 

@@ -13,7 +13,7 @@ Used by `slabench grade RUN_DIR` on a directory holding just a records file, and
   TP / (TP + FN), pass agreement over answers with a verdict, parse rate over answers.
 - A figure is flagged as resting on few samples below 30 requests, or, for a percentile p, below 100 / (100 − p)
   (a p99 needs 100 requests).
-These are the definitions of `analysis.aggregate_runs` for one run; an integration test checks the two agree.
+These are the definitions of `slabench.analysis.aggregate` for one run; an integration test checks the two agree.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from sla.estimates import Estimate, Level, LevelEstimates
 from slabench import metrics
 from slabench.record import Outcome, RequestRecord
+from slabench.sla.estimates import Estimate, Level, LevelEstimates
 
 PCTS = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 EXCLUDED_PHASES = frozenset({"warmup", "cooldown"})

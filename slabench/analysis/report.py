@@ -16,8 +16,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from analysis.aggregate_runs import METHOD, Estimate, SweepSummary, summary_json
-from analysis.plots import render_all
+from slabench.analysis.aggregate import METHOD, Estimate, SweepSummary, summary_json
+from slabench.analysis.plots import render_all
 
 LOW = "†"
 # (metric key, column title, unit): unit "ms" shows seconds as milliseconds, "%" shows a ratio as a percentage.
@@ -254,7 +254,7 @@ def _runs(s: SweepSummary) -> Tab:
 
 def _server(runs: list[dict], plots: dict[str, tuple[str, bytes]]) -> list:
     """The server's side (issue: harness and server must visibly agree); empty when nothing was scraped."""
-    from analysis.server_side import CROSSCHECK_HEADER, crosscheck_rows
+    from slabench.analysis.server_side import CROSSCHECK_HEADER, crosscheck_rows
 
     if not runs:
         return [Para("No server metrics were scraped (the target has no /metrics, or scraping was off).")]
@@ -380,7 +380,7 @@ def write_report(summary: SweepSummary, out_dir: str | Path) -> dict[str, Path]:
     """Write summary.json, report.md, report.html and plots/*.png into `out_dir`; return their paths."""
     out = Path(out_dir)
     (out / "plots").mkdir(parents=True, exist_ok=True)
-    from analysis.server_side import collect, queue_kv_plot
+    from slabench.analysis.server_side import collect, queue_kv_plot
 
     plots = render_all(summary)
     server = collect(summary)

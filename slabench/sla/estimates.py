@@ -8,7 +8,7 @@ The grader never reads records or summaries itself. It sees, per level, a mappin
 - an `Estimate` is the across-repeat view of one figure: mean, std, n (repeats), the 95% CI, and the number of
   requests behind it. A single run has n = 1 and no interval.
 
-`levels_from_summary` reads the aggregator's ``summary.json`` shape (analysis.aggregate_runs); `sla.single_run`
+`levels_from_summary` reads the aggregator's ``summary.json`` shape (slabench.analysis.aggregate); `sla.single_run`
 builds the same from the records of one plain Locust run.
 """
 

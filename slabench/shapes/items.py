@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shapes.queuefile import QueueRow
-from shapes.schedules import Arrival, check_positive, stride_indices
 from slabench.openloop import OpenLoopItem
+from slabench.shapes.queuefile import QueueRow
+from slabench.shapes.schedules import Arrival, check_positive, stride_indices
 
 
 def burst_items(

@@ -11,7 +11,7 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.plots import _png
+from slabench.analysis.plots import _png
 from slabench.crosscheck import crosscheck
 from slabench.scrape import read_scrapes, series
 from slabench.sinks import read_records

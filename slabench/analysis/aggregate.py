@@ -1,0 +1,401 @@
+"""Repeated runs → per level: mean ± std, n, 95 % Student-t interval, CV, beside the pooled view.
+
+    from slabench.analysis.aggregate import aggregate
+    summary = aggregate("runs/default-20250101-120000")       # a `slabench sweep` directory
+    summary.level(8).metrics["ttft_p95"].ci95_high
+
+Input layouts:
+- a sweep tree: ``RUN_DIR/<level>/<repeat>/records.jsonl`` (or ``records.parquet``), each run with the
+  ``manifest.json`` `slabench sweep` writes (warm-up seconds, status); ``RUN_DIR/sweep.json`` when present;
+- one records file (or a directory holding ``records.jsonl``/``records.parquet``) from a stepped load shape, whose
+  records carry ``stage_level`` / ``stage_repeat``: each (level, repeat) is one run.
+
+Two views per figure, always labelled: *across repeats* (the figure computed per run, then mean/std/CI over the
+runs: how much a run-to-run result moves) and *pooled* (every counted request of the level together, rates over
+the summed measured windows). The schema is written out in docs/analysis.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slabench.analysis import cliff as cliff_mod
+from slabench.analysis.columns import RunArrays, read_table, run_arrays
+from slabench.analysis.figures import Slo, metric_values, quantile_of
+from slabench.analysis.stats import CONFIDENCE, MIN_SAMPLES, PERCENTILE_METHOD, min_samples_for, spread
+from slabench.errors import UserError
+
+SCHEMA_VERSION = 1
+RECORD_FILES = ("records.jsonl", "records.parquet")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One metric at one level. mean/std/n/ci95_*/cv: across repeats (per-run values); pooled: all requests of the
+    level together; samples: requests behind the pooled value; low_samples: some run's value rests on fewer
+    requests than the figure needs (see `stats.min_samples_for`)."""
+
+    mean: float | None
+    std: float | None
+    n: int
+    ci95_low: float | None
+    ci95_high: float | None
+    cv: float | None
+    pooled: float | None
+    samples: int
+    low_samples: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Estimate:
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
+
+
+@dataclass
+class RunSummary:
+    repeat: int
+    run_id: str | None
+    path: str
+    records: int
+    excluded_warmup: int
+    warmup_rule: str
+    counted: int
+    duration_s: float | None
+    error_counts: dict[str, int]
+    metrics: dict[str, float | None]
+    samples: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class LevelSummary:
+    level: int
+    n_runs: int
+    requests: int  # counted requests (after warm-up exclusion), all runs
+    duration_s: float | None  # summed measured windows of the runs (the pooled rates' denominator)
+    error_counts: dict[str, int]
+    metrics: dict[str, Estimate]
+    runs: list[RunSummary]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "n_runs": self.n_runs,
+            "requests": self.requests,
+            "duration_s": self.duration_s,
+            "error_counts": self.error_counts,
+            "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
+            "runs": [r.to_dict() for r in self.runs],
+        }
+
+
+@dataclass
+class SweepSummary:
+    source: str
+    levels: list[LevelSummary]
+    cliff: dict[str, Any]
+    sweep: dict[str, Any] | None = None
+    slo: dict[str, float] | None = None
+    warnings: list[str] = field(default_factory=list)
+    generated_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    schema_version: int = SCHEMA_VERSION
+
+    def level(self, level: int) -> LevelSummary:
+        for lv in self.levels:
+            if lv.level == level:
+                return lv
+        raise KeyError(level)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "kind": "slabench.sweep_summary",
+            "generated_at": self.generated_at,
+            "source": self.source,
+            "sweep": self.sweep,
+            "method": METHOD,
+            "slo": self.slo,
+            "levels": [lv.to_dict() for lv in self.levels],
+            "cliff": self.cliff,
+            "warnings": self.warnings,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SweepSummary:
+        """Read a summary.json back (fields added by later schema versions are ignored)."""
+        if d.get("kind") != "slabench.sweep_summary":
+            raise UserError("not a slabench sweep summary (no kind: slabench.sweep_summary)")
+        levels = [
+            LevelSummary(
+                level=lv["level"],
+                n_runs=lv["n_runs"],
+                requests=lv["requests"],
+                duration_s=lv["duration_s"],
+                error_counts=lv["error_counts"],
+                metrics={k: Estimate.from_dict(v) for k, v in lv["metrics"].items()},
+                runs=[RunSummary(**{k: r.get(k) for k in RunSummary.__dataclass_fields__}) for r in lv["runs"]],
+            )
+            for lv in d["levels"]
+        ]
+        return cls(
+            source=d["source"],
+            levels=levels,
+            cliff=d["cliff"],
+            sweep=d.get("sweep"),
+            slo=d.get("slo"),
+            warnings=list(d.get("warnings", [])),
+            generated_at=d.get("generated_at", ""),
+            schema_version=d["schema_version"],
+        )
+
+
+METHOD = {
+    "percentiles": f"exact over records: numpy method={PERCENTILE_METHOD!r} (Hyndman-Fan type 7)",
+    "latencies_over": "OK requests only (TTFT = first_token - sent; ITL per token; TPOT; E2E = end - sent)",
+    "rates_over": "error/incomplete rate: non-dropped requests; throughput and tokens/s: OK requests per second "
+    "of the measured window (first counted send to last counted end)",
+    "across_repeats": "mean, sample std (n-1), n, Student-t 95% interval and CV of the per-run values; "
+    "n = 1 gives null std/CI/CV",
+    "pooled": "all counted requests of the level together; rates over the summed windows of its runs",
+    "confidence": CONFIDENCE,
+    "warmup": "records with stage_phase warmup/cooldown when the run has phases, else those sent in the run's "
+    "first warmup_s seconds",
+    "low_samples": f"a run's value rests on fewer than max({MIN_SAMPLES}, 100/(100-q)) requests (p99: 100)",
+}
+
+
+# -- discovery ---------------------------------------------------------------------------------------------------
+@dataclass
+class RunSource:
+    level: int
+    repeat: int
+    path: Path
+    warmup_s: float
+    run_id: str | None = None
+    table: pa.Table | None = None  # already read (stepped single-file layout)
+
+
+def _read_json(p: Path) -> dict | None:
+    if not p.exists():
+        return None
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise UserError(f"{p}: not valid JSON ({e}); was it edited by hand?") from None
+
+
+def _int_dirs(p: Path) -> list[tuple[int, Path]]:
+    out = []
+    for d in p.iterdir():
+        if d.is_dir() and d.name.isdigit():
+            out.append((int(d.name), d))
+    return sorted(out)
+
+
+def _records_file(d: Path) -> Path | None:
+    for name in RECORD_FILES:
+        if (d / name).exists():
+            return d / name
+    return None
+
+
+def discover(run_dir: Path, warmup_s: float | None, warnings: list[str]) -> tuple[list[RunSource], dict | None]:
+    if run_dir.is_file():
+        return _stepped(run_dir, warmup_s), None
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such directory; pass a sweep directory (runs/<sweep-id>) or a records file")
+    sweep = _read_json(run_dir / "sweep.json")
+    sources = []
+    for level, ldir in _int_dirs(run_dir):
+        for repeat, rdir in _int_dirs(ldir):
+            manifest = _read_json(rdir / "manifest.json")
+            status = (manifest or {}).get("status", "complete")
+            where = f"{level}/{repeat}"
+            if status != "complete":
+                warnings.append(f"run {where} left out: its manifest says {status!r} (re-run with --resume)")
+                continue
+            path = _records_file(rdir)
+            if path is None:
+                warnings.append(f"run {where} left out: no records file")
+                continue
+            w = warmup_s if warmup_s is not None else float((manifest or {}).get("warmup_s", 0.0))
+            sources.append(RunSource(level, repeat, path, w, (manifest or {}).get("run_id")))
+    if not sources and (single := _records_file(run_dir)) is not None:
+        return _stepped(single, warmup_s), sweep
+    if not sources and sweep is None:
+        raise UserError(
+            f"{run_dir}: no runs found (expected <level>/<repeat>/records.jsonl from `slabench sweep`, "
+            "or a records file from a stepped shape)"
+        )
+    return sources, sweep
+
+
+def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:
+    """One records file of a stepped shape: a run per (stage_level, stage_repeat)."""
+    table = read_table(path)
+    if table.num_rows == 0:
+        raise UserError(f"{path}: no records")
+    levels = table.column("stage_level")
+    if levels.null_count == table.num_rows:
+        raise UserError(
+            f"{path}: the records carry no stage_level; aggregate a sweep directory (slabench sweep) or records "
+            "from a stepped load shape"
+        )
+    repeats = pc.fill_null(table.column("stage_repeat"), 1)
+    pairs = sorted(
+        {(int(a), int(b)) for a, b in zip(levels.to_pylist(), repeats.to_pylist(), strict=True) if a is not None}
+    )
+    out = []
+    for level, repeat in pairs:
+        mask = pc.and_(pc.equal(levels, level), pc.equal(repeats, repeat))
+        sub = table.filter(pc.fill_null(mask, False))
+        run_ids = sub.column("run_id").unique().to_pylist()
+        out.append(RunSource(level, repeat, path, warmup_s or 0.0, run_ids[0] if run_ids else None, sub))
+    return out
+
+
+# -- aggregation -------------------------------------------------------------------------------------------------
+def _run_arrays(src: RunSource) -> RunArrays:
+    table = src.table if src.table is not None else read_table(src.path)
+    src.table = None  # free the raw columns; only the per-request arrays are kept
+    return run_arrays(table, src.warmup_s)
+
+
+def _estimate(key: str, per_run: list[tuple[float | None, int]], pooled: tuple[float | None, int]) -> Estimate:
+    s = spread([v for v, _ in per_run])
+    need = min_samples_for(quantile_of(key))
+    low = pooled[1] < need or any(n < need for _, n in per_run)
+    return Estimate(s.mean, s.std, s.n, s.ci_low, s.ci_high, s.cv, pooled[0], pooled[1], low)
+
+
+def _level(level: int, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None) -> LevelSummary:
+    per_run = [metric_values([a], slo) for _, a in runs]
+    pooled = metric_values([a for _, a in runs], slo) if runs else {}
+    keys = list(pooled)
+    for m in per_run:
+        keys += [k for k in m if k not in keys]
+    metrics = {k: _estimate(k, [m.get(k, (None, 0)) for m in per_run], pooled.get(k, (None, 0))) for k in keys}
+    errors: dict[str, int] = {}
+    for _, a in runs:
+        for k, v in a.error_counts.items():
+            errors[k] = errors.get(k, 0) + v
+    durations = [a.duration_s for _, a in runs if a.duration_s is not None]
+    run_summaries = [
+        RunSummary(
+            repeat=src.repeat,
+            run_id=src.run_id,
+            path=str(src.path),
+            records=a.records,
+            excluded_warmup=a.excluded_warmup,
+            warmup_rule=a.warmup_rule,
+            counted=a.counted,
+            duration_s=a.duration_s,
+            error_counts=a.error_counts,
+            metrics={k: v for k, (v, _) in m.items()},
+            samples={k: n for k, (_, n) in m.items()},
+        )
+        for (src, a), m in zip(runs, per_run, strict=True)
+    ]
+    return LevelSummary(
+        level=level,
+        n_runs=len(runs),
+        requests=sum(a.counted for _, a in runs),
+        duration_s=math.fsum(durations) if durations else None,
+        error_counts=dict(sorted(errors.items(), key=lambda kv: -kv[1])),
+        metrics=metrics,
+        runs=run_summaries,
+    )
+
+
+def aggregate(
+    run_dir: str | Path,
+    slo: Slo | Mapping[str, float] | None = None,
+    warmup_s: float | None = None,
+    cliff_options: cliff_mod.CliffOptions | None = None,
+) -> SweepSummary:
+    """Aggregate a sweep directory (or a stepped records file) into a `SweepSummary`.
+
+    `slo`: per-request SLOs for goodput (None: no goodput figures). `warmup_s`: override the run manifests'
+    warm-up seconds (None: the manifests', or 0 without one)."""
+    root = Path(run_dir)
+    warnings: list[str] = []
+    sources, sweep = discover(root, warmup_s, warnings)
+    slo_obj = slo if isinstance(slo, Slo) or slo is None else Slo.from_mapping(slo)
+    by_level: dict[int, list[tuple[RunSource, RunArrays]]] = {}
+    for level in (sweep or {}).get("levels", []):
+        by_level.setdefault(int(level), [])
+    # Arrow reads and numpy's partitions release the GIL: threads use every core for the big steps.
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        for src, arrays in zip(sources, pool.map(_run_arrays, sources), strict=True):
+            by_level.setdefault(src.level, []).append((src, arrays))
+        order = sorted(by_level)
+        for level in order:
+            if not by_level[level] or all(a.counted == 0 for _, a in by_level[level]):
+                warnings.append(f"level {level}: no counted requests")
+        jobs = [sorted(by_level[lv], key=lambda ra: ra[0].repeat) for lv in order]
+        levels = list(pool.map(lambda lv_runs: _level(lv_runs[0], lv_runs[1], slo_obj), zip(order, jobs, strict=True)))
+    opts = cliff_options or cliff_mod.CliffOptions()
+    cliff = cliff_mod.find_cliff([(lv.level, lv.metrics) for lv in levels], opts)
+    return SweepSummary(
+        source=str(root),
+        levels=levels,
+        cliff=cliff,
+        sweep=sweep,
+        slo=slo_obj.to_dict() if slo_obj else None,
+        warnings=warnings,
+    )
+
+
+def require_ci(summary: SweepSummary) -> None:
+    """Raise when a confidence interval was asked for but some level has fewer than two repeats."""
+    thin = [f"{lv.level} (n={lv.n_runs})" for lv in summary.levels if lv.n_runs < 2]
+    if thin:
+        raise UserError(
+            f"confidence intervals need at least 2 repeats per level; level(s) {', '.join(thin)} have fewer — "
+            "run the sweep with repeats ≥ 2 (or drop --require-ci)"
+        )
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _finite(o: Any) -> Any:
+    """NaN/inf are not JSON; they only arise from degenerate input and mean "no value"."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_finite(v) for v in o]
+    return o
+
+
+def summary_json(summary: SweepSummary) -> str:
+    return json.dumps(_finite(summary.to_dict()), indent=2, default=_json_default, allow_nan=False) + "\n"
+
+
+def load_summary(path: str | Path) -> SweepSummary:
+    p = Path(path)
+    data = _read_json(p)
+    if data is None:
+        raise UserError(f"{p}: no such summary file")
+    return SweepSummary.from_dict(data)
