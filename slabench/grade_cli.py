@@ -1,8 +1,9 @@
 """`slabench grade RUN_DIR --sla FILE`: grade a run or a sweep against an SLA contract.
 
 Prints the verdict table, writes ``verdict.json`` and ``verdict.md`` into each RUN_DIR, and exits 0 PASS,
-1 CONDITIONAL, 2 FAIL, 3 invalid input. Several RUN_DIRs (e.g. the same sweep on several instance types, with
-``--instance-type`` once per RUN_DIR) are graded one by one, compared side by side, and the exit code is the worst.
+1 CONDITIONAL, 2 FAIL, 3 invalid input, 4 measurement incomplete (whatever the checks said). Several RUN_DIRs
+(e.g. the same sweep on several instance types, with ``--instance-type`` once per RUN_DIR) are graded one by one,
+compared side by side, and the exit code is the worst.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from slabench.errors import UserError
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "grade",
-        help="grade a run or sweep directory against an SLA contract (exit 0 PASS, 1 CONDITIONAL, 2 FAIL, 3 bad input)",
+        help="grade a run or sweep against an SLA contract (exit 0 PASS, 1 CONDITIONAL, 2 FAIL, 3 bad input, "
+        "4 measurement incomplete)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -46,8 +48,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from slabench.sla.contract import load_contract
-    from slabench.sla.grade import EXIT_CODES, worst
-    from slabench.sla.grade_run import grade_run_dir, write_verdict
+    from slabench.sla.grade_run import exit_code, grade_run_dir, write_verdict
     from slabench.sla.render import comparison_table, verdict_table
 
     if args.instance_type and len(args.instance_type) != len(args.run_dirs):
@@ -73,4 +74,4 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2, ensure_ascii=False))
     elif len(verdicts) > 1:
         console.print(comparison_table(verdicts))
-    return EXIT_CODES[worst(v.status for v in verdicts)]
+    return max(exit_code(v) for v in verdicts)  # the worst: 4 (incomplete) above 2 FAIL above 1 and 0

@@ -36,6 +36,8 @@ from slabench import metrics
 from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url
 from slabench.errors import UserError
 from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.run_status import RunStatus, write_run_status
+from slabench.saturation import SaturationWatch
 from slabench.sim.cli import EMBEDDED_NICE, add_sim_options, sim_args_to_argv
 from slabench.sinks import JsonlSink, RecordSink, open_sink
 
@@ -124,6 +126,9 @@ class RecordHub:
         # Set by a load shape: returns the current stage as RecordMeta fields (stage_level, stage_repeat,
         # stage_phase), so every record says where in the shape it was issued.
         self.stage_fn: Callable[[], dict[str, Any]] | None = None
+        self.saturation = SaturationWatch(environment)
+        if not self.is_worker:
+            self.listeners.append(self.saturation.observe)
         if self.is_worker:
             self.runner.register_message(MSG_RUN, self._on_run)
             self.runner.register_message(MSG_STOP, self._on_stop_request)
@@ -166,6 +171,7 @@ class RecordHub:
         self.run_id = self.opts.run_id or new_run_id()
         self.emitted, self.received, self.outcomes, self.finals = 0, 0, Counter(), {}
         self.inflight_seen, self.lost_workers, self.missing_finals = {}, {}, []
+        self.saturation.reset()
         self.records_path = Path(self.opts.records or f"runs/{self.run_id}/records.jsonl")
         self.sink = open_sink(self.records_path)
         if self.is_master:
@@ -317,19 +323,21 @@ class RecordHub:
             self.sink = None
 
     def write_status(self) -> None:
-        """`run_status.json` beside the records: counts, and whether the run is degraded (a worker was lost)."""
+        """`run_status.json` beside the records: counts, whether the run is degraded (a worker was lost), and the
+        signs of a saturated load generator. Its reasons are logged: a run with any never passes (exit 4)."""
         missing = self.missing_finals
-        status = {
-            "schema_version": 1,
-            "run_id": self.run_id,
-            "records": self.sink.count,
-            "outcomes": {str(k): v for k, v in self.outcomes.items()},
-            "degraded": bool(self.lost_workers or missing),
-            "lost_workers": self.lost_workers,
-            "workers_without_final_batch": missing,
-        }
-        path = self.sink.path.parent / "run_status.json"
-        path.write_text(json.dumps(status, indent=2) + "\n")
+        status = RunStatus(
+            run_id=self.run_id,
+            records=self.sink.count,
+            outcomes={str(k): v for k, v in self.outcomes.items()},
+            degraded=bool(self.lost_workers or missing),
+            lost_workers=self.lost_workers,
+            workers_without_final_batch=missing,
+            saturation=self.saturation.snapshot(),
+        )
+        write_run_status(self.sink.path.parent, status)
+        for reason in status.reasons():
+            log.warning("slabench: measurement incomplete: %s", reason)
 
 
 def summary_line(count: int, path: Path, outcomes: Counter) -> str:

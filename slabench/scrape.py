@@ -61,7 +61,16 @@ HISTOGRAMS = (
     "request_decode_time_seconds",
     "request_time_per_output_token_seconds",
 )
-_WANTED = frozenset(PREFIX + n for n in (*GAUGES, *(c.removesuffix("_total") for c in COUNTERS), *HISTOGRAMS))
+# The embedded simulator's own counters (not vLLM's): engine steps and those that ran late (a starved CPU).
+SIM_COUNTERS = (
+    "slabench_sim_engine_steps_total",
+    "slabench_sim_engine_late_steps_total",
+    "slabench_sim_engine_late_seconds_total",
+)
+_WANTED = frozenset(
+    [PREFIX + n for n in (*GAUGES, *(c.removesuffix("_total") for c in COUNTERS), *HISTOGRAMS)]
+    + [c.removesuffix("_total") for c in SIM_COUNTERS]
+)
 
 
 class NotPrometheus(ValueError):
@@ -99,7 +108,7 @@ def parse(text: str) -> dict[str, Any]:
             short = fam.name.removeprefix(PREFIX)
             # A declared family without samples (labelled, no child yet: the simulator before its first request)
             # is zero, not unknown: the baseline of a fresh server must still count.
-            if short + "_total" in COUNTERS:
+            if short + "_total" in COUNTERS or short + "_total" in SIM_COUNTERS:
                 counters.setdefault(short + "_total", 0.0)
             elif short in HISTOGRAMS:
                 hists.setdefault(short, {"count": 0.0, "sum": 0.0, "buckets": {}})
@@ -107,7 +116,7 @@ def parse(text: str) -> dict[str, Any]:
                 name = s.name.removeprefix(PREFIX)
                 if short in GAUGES:
                     gauges.setdefault(short, []).append(s.value)
-                elif name in COUNTERS:
+                elif name in COUNTERS or name in SIM_COUNTERS:
                     counters[name] = counters.get(name, 0.0) + s.value
                 elif short in HISTOGRAMS:
                     h = hists.setdefault(short, {"count": 0.0, "sum": 0.0, "buckets": {}})

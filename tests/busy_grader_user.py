@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from locust import task
@@ -11,7 +12,7 @@ from slabench.locust_plugin import LLMUser, install
 
 install()
 
-BUSY_S = 0.03
+BUSY_S = float(os.environ.get("SLABENCH_TEST_BUSY_S", "0.03"))
 
 
 def slow_grade(text: str) -> dict:

@@ -64,6 +64,7 @@ def simulator() -> Iterator[Callable[..., str]]:
             raise RuntimeError(f"simulator did not start: {line!r} {proc.stderr.read()}")
         return line.rsplit(" ", 1)[-1]
 
+    start.procs = procs  # type: ignore[attr-defined]  # a test that must signal a simulator finds it here
     yield start
     for p in procs:
         p.terminate()

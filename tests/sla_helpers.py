@@ -32,7 +32,7 @@ def est(mean: float | None, half: float | None = None, n: int | None = None, sam
     run (n = 1) or, with `n`, repeats whose summary has no interval."""
     if half is None:
         return Estimate(mean, n=n or 1, samples=samples, **kw)
-    return Estimate(mean, half / 2, n or 3, mean - half, mean + half, samples, **kw)  # type: ignore[operator]
+    return Estimate(mean, half / 2, n or 3, mean - half, mean + half, samples=samples, **kw)  # type: ignore[operator]
 
 
 def level(concurrency: int | None = 16, **metrics: Estimate) -> LevelEstimates:
@@ -44,6 +44,10 @@ def write(tmp_path: Path, text: str, name: str = "sla.yaml") -> Path:
     p = tmp_path / name
     p.write_text(text, encoding="utf-8")
     return p
+
+
+_CATEGORY = {Outcome.ERROR: ErrorCategory.HTTP_5XX, Outcome.INCOMPLETE: ErrorCategory.STREAM_CUT,
+             Outcome.DROPPED: ErrorCategory.CANCELLED}  # fmt: skip
 
 
 def record(
@@ -80,7 +84,7 @@ def record(
         completion_tokens=len(times) if ok else None,
         token_source="server",
         outcome=outcome,
-        error_category=None if ok else ErrorCategory.HTTP_5XX,
+        error_category=None if ok else _CATEGORY[outcome],
         stage_level=stage_level,
         stage_phase=stage_phase,
         stage_repeat=stage_repeat,

@@ -20,149 +20,32 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from slabench.analysis import cliff as cliff_mod
 from slabench.analysis.columns import RunArrays, read_table, run_arrays
-from slabench.analysis.figures import Slo, metric_values, quantile_of
-from slabench.analysis.stats import CONFIDENCE, MIN_SAMPLES, PERCENTILE_METHOD, min_samples_for, spread
+from slabench.analysis.figures import Figure, Slo, metric_values, quantile_of
+from slabench.analysis.stats import (
+    CONFIDENCE,
+    MIN_SAMPLES,
+    PERCENTILE_METHOD,
+    min_samples_for,
+    proportion_interval,
+    spread,
+)
+from slabench.analysis.summary import Estimate, LevelSummary, RunSummary, SweepSummary, load_summary, summary_json
 from slabench.errors import UserError
+from slabench.run_status import incomplete_reasons
 
-SCHEMA_VERSION = 1
+__all__ = ["SweepSummary", "aggregate", "load_summary", "require_ci", "summary_json"]
+
 RECORD_FILES = ("records.jsonl", "records.parquet")
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """One metric at one level. mean/std/n/ci95_*/cv: across repeats (per-run values); pooled: all requests of the
-    level together; samples: requests behind the pooled value; low_samples: some run's value rests on fewer
-    requests than the figure needs (see `stats.min_samples_for`)."""
-
-    mean: float | None
-    std: float | None
-    n: int
-    ci95_low: float | None
-    ci95_high: float | None
-    cv: float | None
-    pooled: float | None
-    samples: int
-    low_samples: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Estimate:
-        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
-
-
-@dataclass
-class RunSummary:
-    repeat: int
-    run_id: str | None
-    path: str
-    records: int
-    excluded_warmup: int
-    warmup_rule: str
-    counted: int
-    duration_s: float | None
-    error_counts: dict[str, int]
-    metrics: dict[str, float | None]
-    samples: dict[str, int]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class LevelSummary:
-    level: int
-    n_runs: int
-    requests: int  # counted requests (after warm-up exclusion), all runs
-    duration_s: float | None  # summed measured windows of the runs (the pooled rates' denominator)
-    error_counts: dict[str, int]
-    metrics: dict[str, Estimate]
-    runs: list[RunSummary]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "level": self.level,
-            "n_runs": self.n_runs,
-            "requests": self.requests,
-            "duration_s": self.duration_s,
-            "error_counts": self.error_counts,
-            "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
-            "runs": [r.to_dict() for r in self.runs],
-        }
-
-
-@dataclass
-class SweepSummary:
-    source: str
-    levels: list[LevelSummary]
-    cliff: dict[str, Any]
-    sweep: dict[str, Any] | None = None
-    slo: dict[str, float] | None = None
-    warnings: list[str] = field(default_factory=list)
-    generated_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    schema_version: int = SCHEMA_VERSION
-
-    def level(self, level: int) -> LevelSummary:
-        for lv in self.levels:
-            if lv.level == level:
-                return lv
-        raise KeyError(level)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "kind": "slabench.sweep_summary",
-            "generated_at": self.generated_at,
-            "source": self.source,
-            "sweep": self.sweep,
-            "method": METHOD,
-            "slo": self.slo,
-            "levels": [lv.to_dict() for lv in self.levels],
-            "cliff": self.cliff,
-            "warnings": self.warnings,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SweepSummary:
-        """Read a summary.json back (fields added by later schema versions are ignored)."""
-        if d.get("kind") != "slabench.sweep_summary":
-            raise UserError("not a slabench sweep summary (no kind: slabench.sweep_summary)")
-        levels = [
-            LevelSummary(
-                level=lv["level"],
-                n_runs=lv["n_runs"],
-                requests=lv["requests"],
-                duration_s=lv["duration_s"],
-                error_counts=lv["error_counts"],
-                metrics={k: Estimate.from_dict(v) for k, v in lv["metrics"].items()},
-                runs=[RunSummary(**{k: r.get(k) for k in RunSummary.__dataclass_fields__}) for r in lv["runs"]],
-            )
-            for lv in d["levels"]
-        ]
-        return cls(
-            source=d["source"],
-            levels=levels,
-            cliff=d["cliff"],
-            sweep=d.get("sweep"),
-            slo=d.get("slo"),
-            warnings=list(d.get("warnings", [])),
-            generated_at=d.get("generated_at", ""),
-            schema_version=d["schema_version"],
-        )
 
 
 METHOD = {
@@ -171,7 +54,11 @@ METHOD = {
     "rates_over": "error/incomplete rate: non-dropped requests; throughput and tokens/s: OK requests per second "
     "of the measured window (first counted send to last counted end)",
     "across_repeats": "mean, sample std (n-1), n, Student-t 95% interval and CV of the per-run values; "
-    "n = 1 gives null std/CI/CV",
+    "n = 1 gives null std/CI/CV, and identical values in every run give no interval (cannot estimate)",
+    "proportions": "error/incomplete rate, goodput ratio, quality shares: the pooled proportion as the mean, with a "
+    "Clopper-Pearson interval on the pooled counts divided by the between-run Pearson dispersion phi >= 1",
+    "open_loop_ttft": "records with `scheduled` (open loop): ttft_* from scheduled (user-visible), "
+    "ttft_sent_* from sent",
     "pooled": "all counted requests of the level together; rates over the summed windows of its runs",
     "confidence": CONFIDENCE,
     "warmup": "records with stage_phase warmup/cooldown when the run has phases, else those sent in the run's "
@@ -277,11 +164,22 @@ def _run_arrays(src: RunSource) -> RunArrays:
     return run_arrays(table, src.warmup_s)
 
 
-def _estimate(key: str, per_run: list[tuple[float | None, int]], pooled: tuple[float | None, int]) -> Estimate:
-    s = spread([v for v, _ in per_run])
+def estimate(key: str, per_run: list[Figure], pooled: Figure) -> Estimate:
+    """One metric at one level from its per-run figures and the pooled one. Proportions: the pooled share with its
+    proportion interval; everything else: the across-run mean with a Student-t interval."""
+    s = spread([f.value for f in per_run])
     need = min_samples_for(quantile_of(key))
-    low = pooled[1] < need or any(n < need for _, n in per_run)
-    return Estimate(s.mean, s.std, s.n, s.ci_low, s.ci_high, s.cv, pooled[0], pooled[1], low)
+    low = pooled.samples < need or any(f.samples < need for f in per_run)
+    if pooled.counts is not None:
+        p = proportion_interval([f.counts for f in per_run if f.counts is not None])
+        return Estimate(
+            mean=p.value, std=s.std, n=s.n, ci95_low=p.low, ci95_high=p.high, cv=s.cv, pooled=pooled.value,
+            samples=pooled.samples, low_samples=low, interval=p.interval,
+        )  # fmt: skip
+    return Estimate(
+        mean=s.mean, std=s.std, n=s.n, ci95_low=s.ci_low, ci95_high=s.ci_high, cv=s.cv, pooled=pooled.value,
+        samples=pooled.samples, low_samples=low, interval=s.interval,
+    )  # fmt: skip
 
 
 def _level(level: int, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None) -> LevelSummary:
@@ -290,7 +188,8 @@ def _level(level: int, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None)
     keys = list(pooled)
     for m in per_run:
         keys += [k for k in m if k not in keys]
-    metrics = {k: _estimate(k, [m.get(k, (None, 0)) for m in per_run], pooled.get(k, (None, 0))) for k in keys}
+    none = Figure(None, 0)
+    metrics = {k: estimate(k, [m.get(k, none) for m in per_run], pooled.get(k, none)) for k in keys}
     errors: dict[str, int] = {}
     for _, a in runs:
         for k, v in a.error_counts.items():
@@ -307,8 +206,9 @@ def _level(level: int, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None)
             counted=a.counted,
             duration_s=a.duration_s,
             error_counts=a.error_counts,
-            metrics={k: v for k, (v, _) in m.items()},
-            samples={k: n for k, (_, n) in m.items()},
+            metrics={k: f.value for k, f in m.items()},
+            samples={k: f.samples for k, f in m.items()},
+            incomplete=incomplete_reasons(src.path.parent),
         )
         for (src, a), m in zip(runs, per_run, strict=True)
     ]
@@ -354,6 +254,7 @@ def aggregate(
     cliff = cliff_mod.find_cliff([(lv.level, lv.metrics) for lv in levels], opts)
     return SweepSummary(
         source=str(root),
+        method=METHOD,
         levels=levels,
         cliff=cliff,
         sweep=sweep,
@@ -370,32 +271,3 @@ def require_ci(summary: SweepSummary) -> None:
             f"confidence intervals need at least 2 repeats per level; level(s) {', '.join(thin)} have fewer — "
             "run the sweep with repeats ≥ 2 (or drop --require-ci)"
         )
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def _finite(o: Any) -> Any:
-    """NaN/inf are not JSON; they only arise from degenerate input and mean "no value"."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, list):
-        return [_finite(v) for v in o]
-    return o
-
-
-def summary_json(summary: SweepSummary) -> str:
-    return json.dumps(_finite(summary.to_dict()), indent=2, default=_json_default, allow_nan=False) + "\n"
-
-
-def load_summary(path: str | Path) -> SweepSummary:
-    p = Path(path)
-    data = _read_json(p)
-    if data is None:
-        raise UserError(f"{p}: no such summary file")
-    return SweepSummary.from_dict(data)

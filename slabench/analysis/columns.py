@@ -1,13 +1,15 @@
 """Records → per-request numpy arrays, fast enough for hundreds of thousands of records.
 
-The per-request definitions are `slabench.metrics`' (TTFT = first_token − sent, E2E = end − sent, TPOT =
-(last_token − first_token) / (completion_tokens − 1), ITL = chunk gaps spread over the tokens each chunk carried).
+The per-request definitions are `slabench.metrics`' (TTFT = first_token − sent, or − scheduled in open loop;
+E2E = end − sent; TPOT = (last_token − first_token) / (completion_tokens − 1); ITL = chunk gaps spread over the
+tokens each chunk carried).
 Building a `RequestRecord` per row and calling those functions costs ~40 µs a record; here the same formulas run
 column-wise on Arrow data. `tests/unit/test_analysis_columns.py` checks, record by record, that both agree.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,14 +20,17 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from slabench.errors import UserError
+from slabench.record import RequestRecord
 from slabench.sinks import ARROW_SCHEMA, read_records
 
 COLUMNS = [
     "run_id",
+    "worker_id",
     "stage_level",
     "stage_repeat",
     "stage_phase",
     "wall_sent",
+    "scheduled",
     "sent",
     "first_token",
     "last_token",
@@ -66,6 +71,11 @@ def read_table(path: str | Path) -> pa.Table:
         # (and names the line of any other bad one).
         rows = [r.to_dict() for r in read_records(p)]
         return pa.Table.from_pylist(rows, schema=ARROW_SCHEMA).select(COLUMNS)
+
+
+def table_from_records(records: Iterable[RequestRecord]) -> pa.Table:
+    """Records already in memory (the Locust hook, the web UI) as the same Arrow table `read_table` gives."""
+    return pa.Table.from_pylist([r.to_dict() for r in records], schema=ARROW_SCHEMA).select(COLUMNS)
 
 
 def _f64(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -142,12 +152,14 @@ class RunArrays:
     error_counts: dict[str, int]  # non-OK counted rows by error category (or outcome when uncategorised)
     window_start: float | None  # send time of the first counted request (wall-clock s when known)
     window_end: float | None  # end time of the last counted request
-    ttft: np.ndarray  # per OK request, NaN where missing
+    ttft: np.ndarray  # per OK request, NaN where missing: user-visible (from `scheduled` in open loop, else `sent`)
+    ttft_sent: np.ndarray | None  # open loop only: TTFT from when the request actually went out
     e2e: np.ndarray
     tpot: np.ndarray
     itl_mean: np.ndarray
     itl_tokens: np.ndarray  # one value per token over OK requests
     output_tokens: float  # Σ completion tokens of OK requests
+    ok_without_tokens: int  # OK requests whose token counts are missing (then token rates are not computed)
     total_tokens: float  # Σ prompt + completion tokens of OK requests
     quality: dict[str, dict[str, np.ndarray]]  # task → column → values over counted rows of that task
 
@@ -162,18 +174,36 @@ class RunArrays:
 _QUALITY_COLS = ("parse_ok", "items_expected", "items_correct", "item_accuracy", "autofail_tp", "autofail_fn")
 
 
+def wall_offsets(worker: np.ndarray, wall: np.ndarray, sent: np.ndarray) -> np.ndarray:
+    """Per row, its worker's offset from the monotonic clock to the wall clock (median of wall_sent − sent over the
+    worker's anchored rows). Monotonic clocks are per process, so each worker converts with its own offset; rows of
+    a worker with no anchor at all get NaN — unless the run has a single worker, whose one clock needs no
+    conversion (offset 0)."""
+    offsets = np.full(worker.size, np.nan)
+    names = np.unique(worker.astype(str))
+    for name in names:
+        rows = worker.astype(str) == name
+        d = (wall - sent)[rows]
+        d = d[~np.isnan(d)]
+        if d.size:
+            offsets[rows] = float(np.median(d))
+    if names.size == 1 and np.isnan(offsets).all():
+        offsets[:] = 0.0
+    return offsets
+
+
 def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
     """Per-request arrays of one run. Warm-up: rows whose stage_phase is warmup/cooldown when the run's records
     carry phases; otherwise rows sent in the first `warmup_s` seconds after the run's first request."""
     n = table.num_rows
     phase = table.column("stage_phase")
-    wall = _f64(table.column("wall_sent"))
     sent = _f64(table.column("sent"))
     end = _f64(table.column("end"))
-    use_wall = n > 0 and not np.isnan(wall).any()
-    # One clock for the whole run: wall-clock anchors compare across hosts; monotonic times only within one.
-    t_send = wall if use_wall else sent
-    t_end = wall + (end - sent) if use_wall else end
+    scheduled = _f64(table.column("scheduled"))
+    # One clock for the whole run: a record's own wall anchor, else its worker's offset (never another worker's).
+    wall = _f64(table.column("wall_sent"))
+    t_send = np.where(np.isnan(wall), sent + wall_offsets(_str(table.column("worker_id")), wall, sent), wall)
+    t_end = t_send + (end - sent)
     if phase.null_count < n:
         keep = ~np.isin(_str(phase), EXCLUDED_PHASES)
         rule = "phase"
@@ -186,7 +216,7 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
         rule = "none"
     # Scalar columns go to numpy and are masked there; the big list columns are filtered once, to the OK rows.
     t = table.drop_columns(["chunk_times", "chunk_tokens"]).filter(pa.array(keep))
-    t_send, t_end, sent, end = t_send[keep], t_end[keep], sent[keep], end[keep]
+    t_send, t_end, sent, end, scheduled = t_send[keep], t_end[keep], sent[keep], end[keep], scheduled[keep]
     outcome_all = _str(table.column("outcome"))
     outcome = outcome_all[keep]
     category = _str(t.column("error_category"))
@@ -201,6 +231,8 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
     tok_ok = table.select(["chunk_times", "chunk_tokens"]).filter(pa.array(keep & (outcome_all == "ok")))
     itl_tokens, itl_mean = itl_arrays(tok_ok.column("chunk_times"), tok_ok.column("chunk_tokens"))
     has_end = ~np.isnan(t_end)
+    open_loop = bool((~np.isnan(scheduled[ok])).any())
+    user_start = np.where(np.isnan(scheduled), sent, scheduled)  # open loop: the user was waiting since scheduled
     quality: dict[str, dict[str, np.ndarray]] = {}
     tasks = _str(t.column("quality_task"))
     for task in sorted({x for x in tasks if x is not None}):
@@ -220,12 +252,14 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
         error_counts={str(k): int(v) for k, v in zip(labels, counts, strict=True)},
         window_start=float(np.nanmin(t_send)) if t.num_rows and not np.isnan(t_send).all() else None,
         window_end=float(np.max(t_end[has_end])) if has_end.any() else None,
-        ttft=(first - sent)[ok],
+        ttft=(first - user_start)[ok],
+        ttft_sent=(first - sent)[ok] if open_loop else None,
         e2e=(end - sent)[ok],
         tpot=tpot[ok],
         itl_mean=itl_mean,
         itl_tokens=itl_tokens,
         output_tokens=float(np.nansum(completion[ok])),
+        ok_without_tokens=int((np.isnan(completion[ok]) | np.isnan(prompt[ok])).sum()),
         total_tokens=float(np.nansum(completion[ok]) + np.nansum(prompt[ok])),
         quality=quality,
     )

@@ -6,6 +6,10 @@ p95, p99, mean; ``error_rate``, ``incomplete_rate``, ``throughput_rps``, ``outpu
 ``quality.<task>.item_accuracy``, ``.autofail_recall``, ``.pass_agreement``, ``.parse_rate``.
 
 `samples` is the number of requests behind a value (for ITL: OK requests with at least one inter-token gap).
+Proportions also carry their counts (successes, trials), from which their interval is made.
+
+Open loop (records with `scheduled`): ``ttft_*`` is the user-visible TTFT, from when the request was scheduled
+(free of coordinated omission, as MLPerf LoadGen measures); ``ttft_sent_*`` beside it counts from when it went out.
 """
 
 from __future__ import annotations
@@ -23,6 +27,17 @@ STATS = ("p50", "p90", "p95", "p99", "mean")
 QUANTILE = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "mean": None}
 RATES = ("error_rate", "incomplete_rate", "throughput_rps", "output_tokens_per_s", "total_tokens_per_s")
 QUALITY = ("item_accuracy", "autofail_recall", "pass_agreement", "parse_rate")
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    value: float | None
+    samples: int  # requests behind the value
+    counts: tuple[float, float] | None = None  # a proportion's (successes, trials)
+
+
+def _proportion(successes: float, trials: float, samples: int) -> Figure:
+    return Figure(successes / trials if trials > 0 else None, samples, (successes, trials))
 
 
 @dataclass(frozen=True)
@@ -62,8 +77,8 @@ def _latency(values: np.ndarray, prefix: str, requests: int, out: dict) -> None:
     v = values[~np.isnan(values)]  # a fresh copy: its order may change
     mean = float(v.mean()) if v.size else None
     for stat, value in zip(STATS[:4], percentiles(v, [50, 90, 95, 99], overwrite=True), strict=True):
-        out[f"{prefix}_{stat}"] = (value, requests)
-    out[f"{prefix}_mean"] = (mean, requests)
+        out[f"{prefix}_{stat}"] = Figure(value, requests)
+    out[f"{prefix}_mean"] = Figure(mean, requests)
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -75,23 +90,23 @@ def _quality(parts: Sequence[RunArrays], out: dict) -> None:
     for task in tasks:
         cols = {c: np.concatenate([p.quality[task][c] for p in parts if task in p.quality]) for c in _QCOLS}
         parse = cols["parse_ok"][~np.isnan(cols["parse_ok"])]
-        out[f"quality.{task}.parse_rate"] = (float(parse.mean()) if parse.size else None, int(parse.size))
+        out[f"quality.{task}.parse_rate"] = _proportion(float(parse.sum()), float(parse.size), int(parse.size))
         exp, cor = cols["items_expected"], cols["items_correct"]
         has_items = ~np.isnan(exp) & ~np.isnan(cor) & (exp > 0)
         if has_items.any():  # micro-average: every rubric item counts once
-            acc = (float(cor[has_items].sum() / exp[has_items].sum()), int(has_items.sum()))
-        else:
+            acc = _proportion(float(cor[has_items].sum()), float(exp[has_items].sum()), int(has_items.sum()))
+        else:  # only per-answer accuracies: their mean, not a count
             ia = cols["item_accuracy"][~np.isnan(cols["item_accuracy"])]
-            acc = (float(ia.mean()) if ia.size else None, int(ia.size))
+            acc = Figure(float(ia.mean()) if ia.size else None, int(ia.size))
         out[f"quality.{task}.item_accuracy"] = acc
         tp, fn = cols["autofail_tp"], cols["autofail_fn"]
         has_af = ~np.isnan(tp) & ~np.isnan(fn)
-        out[f"quality.{task}.autofail_recall"] = (
-            _ratio(float(tp[has_af].sum()), float(tp[has_af].sum() + fn[has_af].sum())),
-            int(((tp + fn)[has_af] > 0).sum()),
+        caught, missed = float(tp[has_af].sum()), float(fn[has_af].sum())
+        out[f"quality.{task}.autofail_recall"] = _proportion(
+            caught, caught + missed, int(((tp + fn)[has_af] > 0).sum())
         )
         pa_ = cols["pass_agree"][~np.isnan(cols["pass_agree"])]
-        out[f"quality.{task}.pass_agreement"] = (float(pa_.mean()) if pa_.size else None, int(pa_.size))
+        out[f"quality.{task}.pass_agreement"] = _proportion(float(pa_.sum()), float(pa_.size), int(pa_.size))
 
 
 _QCOLS = ("parse_ok", "items_expected", "items_correct", "item_accuracy", "autofail_tp", "autofail_fn", "pass_agree")
@@ -114,28 +129,31 @@ def meets_slo(parts: Sequence[RunArrays], slo: Slo) -> int:
     return int(ok.sum())
 
 
-def metric_values(parts: Sequence[RunArrays], slo: Slo | None = None) -> dict[str, tuple[float | None, int]]:
+def metric_values(parts: Sequence[RunArrays], slo: Slo | None = None) -> dict[str, Figure]:
     """Figures over the requests of `parts` together (one run, or a level pooled). Rates divide by the summed
     measured windows of the parts."""
-    out: dict[str, tuple[float | None, int]] = {}
+    out: dict[str, Figure] = {}
     ok = sum(p.ok for p in parts)
     _latency(_cat(parts, "ttft"), "ttft", ok, out)
+    if all(p.ttft_sent is not None for p in parts):
+        _latency(np.concatenate([p.ttft_sent for p in parts]), "ttft_sent", ok, out)  # type: ignore[misc]
     itl_requests = int(sum(int((~np.isnan(p.itl_mean)).sum()) for p in parts))
     _latency(_cat(parts, "itl_tokens"), "itl", itl_requests, out)
     tpot = _cat(parts, "tpot")
     _latency(tpot, "tpot", int((~np.isnan(tpot)).sum()), out)
     _latency(_cat(parts, "e2e"), "e2e", ok, out)
     answered = sum(p.counted - p.dropped for p in parts)  # dropped requests are ours, not the server's
-    out["error_rate"] = (_ratio(sum(p.errors for p in parts), answered), answered)
-    out["incomplete_rate"] = (_ratio(sum(p.incomplete for p in parts), answered), answered)
+    out["error_rate"] = _proportion(sum(p.errors for p in parts), answered, answered)
+    out["incomplete_rate"] = _proportion(sum(p.incomplete for p in parts), answered, answered)
     durations = [p.duration_s for p in parts]
     duration = sum(d for d in durations if d is not None) if any(d is not None for d in durations) else 0.0
-    out["throughput_rps"] = (_ratio(ok, duration), ok)
-    out["output_tokens_per_s"] = (_ratio(sum(p.output_tokens for p in parts), duration), ok)
-    out["total_tokens_per_s"] = (_ratio(sum(p.total_tokens for p in parts), duration), ok)
+    out["throughput_rps"] = Figure(_ratio(ok, duration), ok)
+    if ok and not any(p.ok_without_tokens for p in parts):  # a partial sum would undercount: no figure at all
+        out["output_tokens_per_s"] = Figure(_ratio(sum(p.output_tokens for p in parts), duration), ok)
+        out["total_tokens_per_s"] = Figure(_ratio(sum(p.total_tokens for p in parts), duration), ok)
     if slo is not None:
         good = meets_slo(parts, slo)
-        out["goodput_rps"] = (_ratio(good, duration), ok)
-        out["goodput_ratio"] = (_ratio(good, answered), answered)
+        out["goodput_rps"] = Figure(_ratio(good, duration), ok)
+        out["goodput_ratio"] = _proportion(good, answered, answered)
     _quality(parts, out)
     return out

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from slabench.analysis.aggregate import LevelSummary, SweepSummary
+from slabench.analysis.summary import LevelSummary, SweepSummary
 
 RUN_DOT = {"color": "0.55", "s": 12, "zorder": 2, "label": "each run"}
 MEAN_BAR = {"fmt": "o-", "capsize": 4, "lw": 1.8, "ms": 5, "zorder": 4}

@@ -16,8 +16,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from slabench.analysis.aggregate import METHOD, Estimate, SweepSummary, summary_json
+from slabench.analysis.aggregate import METHOD
 from slabench.analysis.plots import render_all
+from slabench.analysis.summary import Estimate, SweepSummary, summary_json
 
 LOW = "†"
 # (metric key, column title, unit): unit "ms" shows seconds as milliseconds, "%" shows a ratio as a percentage.

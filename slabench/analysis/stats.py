@@ -6,8 +6,15 @@
 - Across repeats: mean, sample standard deviation (n − 1), coefficient of variation (std / mean) and a Student-t
   confidence interval mean ± t(1 − α/2, n − 1) · std / √n. One value gives n = 1 and no std, CV or interval (None),
   never a made-up one.
-- The Student-t quantile is computed here (regularised incomplete beta, continued fraction, then bisection) so the
-  numbers do not depend on whether SciPy happens to be installed; tests check it against SciPy where it is.
+- Zero variance is not certainty: n ≥ 2 identical per-run values give no interval ("cannot estimate"), not a
+  zero-width one.
+- Proportions (error rate, accuracy, recall, agreement, parse rate, goodput share) get an interval made for them:
+  Clopper–Pearson on the pooled counts, widened by the between-run overdispersion (the counts are divided by the
+  Pearson dispersion φ ≥ 1 of the per-run proportions, as a quasi-binomial model does). Bounds stay in [0, 1] and
+  4 of 4 gives a lower bound of ~40 %, not 100 %. docs/analysis.md says why this method.
+- The Student-t and beta quantiles are computed here (regularised incomplete beta, continued fraction, then
+  bisection) so the numbers do not depend on whether SciPy happens to be installed; tests check them against SciPy
+  where it is.
 """
 
 from __future__ import annotations
@@ -119,6 +126,22 @@ def t_ppf(p: float, df: float) -> float:
     return 0.5 * (lo + hi)
 
 
+def beta_ppf(p: float, a: float, b: float) -> float:
+    """The p-quantile of the Beta(a, b) distribution (a, b > 0), by bisection on `betainc` to ~1e-12."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p must be in [0, 1], got {p}")
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if betainc(a, b, mid) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12:
+            break
+    return 0.5 * (lo + hi)
+
+
 # -- across repeats ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Spread:
@@ -130,6 +153,12 @@ class Spread:
     ci_low: float | None  # Student-t interval at CONFIDENCE; None for n < 2
     ci_high: float | None
     cv: float | None  # std / |mean|; None for n < 2 or a zero mean
+    interval: str  # how ci95_* were found, or why there is none
+
+
+T_INTERVAL = "student-t across runs"
+NO_INTERVAL_SINGLE = "none: a single run"
+NO_INTERVAL_ZERO_VARIANCE = "none: identical values in every run (zero variance cannot be estimated from n runs)"
 
 
 def spread(values: Sequence[float | None], confidence: float = CONFIDENCE) -> Spread:
@@ -137,15 +166,56 @@ def spread(values: Sequence[float | None], confidence: float = CONFIDENCE) -> Sp
     xs = [float(v) for v in values if v is not None and not math.isnan(v)]
     n = len(xs)
     if n == 0:
-        return Spread(None, None, 0, None, None, None)
+        return Spread(None, None, 0, None, None, None, "none: no data")
     mean = math.fsum(xs) / n
     if n < 2:
-        return Spread(mean, None, 1, None, None, None)
+        return Spread(mean, None, 1, None, None, None, NO_INTERVAL_SINGLE)
     var = math.fsum((x - mean) ** 2 for x in xs) / (n - 1)
     std = math.sqrt(var)
-    half = t_ppf(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
     cv = std / abs(mean) if mean != 0 else None
-    return Spread(mean, std, n, mean - half, mean + half, cv)
+    if std == 0.0:
+        return Spread(mean, std, n, None, None, cv, NO_INTERVAL_ZERO_VARIANCE)
+    half = t_ppf(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
+    return Spread(mean, std, n, mean - half, mean + half, cv, T_INTERVAL)
+
+
+@dataclass(frozen=True, slots=True)
+class ProportionInterval:
+    """A proportion over pooled counts, with its interval (see the module docstring)."""
+
+    value: float | None  # successes / trials
+    low: float | None
+    high: float | None
+    dispersion: float  # φ ≥ 1: how much more the runs disagree than binomial sampling explains
+    interval: str
+
+
+def dispersion(counts: Sequence[tuple[float, float]]) -> float:
+    """Pearson's φ = χ² / (R − 1) of per-run (successes, trials) around the pooled proportion, at least 1.
+    One run, or a pooled proportion of exactly 0 or 1, gives 1 (nothing to estimate it from)."""
+    runs = [(k, n) for k, n in counts if n > 0]
+    k_all, n_all = math.fsum(k for k, _ in runs), math.fsum(n for _, n in runs)
+    if len(runs) < 2 or n_all == 0 or k_all in (0.0, n_all):
+        return 1.0
+    p = k_all / n_all
+    chi2 = math.fsum((k - n * p) ** 2 / (n * p * (1.0 - p)) for k, n in runs)
+    return max(1.0, chi2 / (len(runs) - 1))
+
+
+def proportion_interval(counts: Sequence[tuple[float, float]], confidence: float = CONFIDENCE) -> ProportionInterval:
+    """Clopper–Pearson interval of the pooled proportion of per-run (successes, trials), with the counts divided by
+    the between-run dispersion φ (an effective sample size): wider when runs disagree, never outside [0, 1]."""
+    k = math.fsum(s for s, _ in counts)
+    n = math.fsum(t for _, t in counts)
+    if n <= 0:
+        return ProportionInterval(None, None, None, 1.0, "none: no data")
+    phi = dispersion(counts)
+    ke, ne = k / phi, n / phi
+    alpha = 1.0 - confidence
+    low = 0.0 if ke <= 0 else beta_ppf(alpha / 2.0, ke, ne - ke + 1.0)
+    high = 1.0 if ke >= ne else beta_ppf(1.0 - alpha / 2.0, ke + 1.0, ne - ke)
+    method = "clopper-pearson on pooled counts" + (f", widened by overdispersion φ = {phi:.3g}" if phi > 1 else "")
+    return ProportionInterval(k / n, low, high, phi, method)
 
 
 def intervals_overlap(a_low: float, a_high: float, b_low: float, b_high: float) -> bool:

@@ -106,9 +106,27 @@ class SimMetrics:
         )
         # Not a vLLM metric: lets tests prove that every request the server saw has exactly one record.
         self.received = Counter("slabench_sim_requests_received", "Completion requests received.", registry=r)
+        # Not vLLM metrics: the simulator's own sign of a starved CPU (engine steps that ran late), which tells a
+        # grader that its latencies measured the machine, not the model.
+        self.steps = Counter("slabench_sim_engine_steps", "Engine steps run.", registry=r)
+        self.late_steps = Counter(
+            "slabench_sim_engine_late_steps", "Engine steps that ran later than 5 ms after they were due.", registry=r
+        )
+        self.late_s = Counter("slabench_sim_engine_late_seconds", "How late those late steps ran, in all.", registry=r)
         self._seen: dict[str, float] = {}
         # Labelled children resolved once: observe() runs per token.
         self._ttft, self._itl, self._e2e = (h.labels(model) for h in (self.ttft, self.itl, self.e2e))
+
+    def set_step_counts(self, steps: int, late: int, late_s: float) -> None:
+        """The engine loop counts in plain numbers (per step); the counters take the increments when scraped."""
+        for key, counter, total in (
+            ("steps", self.steps, steps),
+            ("late_steps", self.late_steps, late),
+            ("late_s", self.late_s, late_s),
+        ):
+            if total > self._seen.get(key, 0.0):
+                counter.inc(total - self._seen.get(key, 0.0))
+                self._seen[key] = total
 
     def set_gauges(self, stats: dict[str, float]) -> None:
         for k, g in self.gauges.items():

@@ -85,6 +85,7 @@ class SimConfig:
 
 
 STEP_SLACK_S = 0.0002
+LATE_STEP_S = 0.005  # a step this late after it was due: the simulator was starved of CPU (exported on /metrics)
 TIMER_FLOOR_S = 0.0012
 NAP_S = 0.0002
 _nap = monkey.get_original("time", "sleep")  # a real sleep of the whole process, even when time is patched
@@ -101,6 +102,8 @@ class SimServer:
         self._streams: dict[str, _DirectStream | gevent.queue.Queue] = {}
         self._wake = gevent.event.Event()
         self._started = time.perf_counter()
+        self.steps = self.late_steps = 0  # engine steps run, and those run more than LATE_STEP_S after due
+        self.late_s = 0.0  # how late those were, in all
         self._server = gevent.server.StreamServer((host, port), self._handle, backlog=2048)
         self._loop: gevent.Greenlet | None = None
 
@@ -161,7 +164,12 @@ class SimServer:
             # Due within the slack: step now, at the engine's own time, instead of arming a timer for it. Thousands
             # of streams make tens of thousands of events a second; a timer each would cost more than the tokens.
             # Chunks leave at most STEP_SLACK_S early.
-            now = max(due, time.perf_counter())
+            real = time.perf_counter()
+            now = max(due, real)
+            self.steps += 1
+            if real - due > LATE_STEP_S:
+                self.late_steps += 1
+                self.late_s += real - due
             to_flush: list[_DirectStream] = []
             for em in engine.step(now).emissions:
                 out = streams.get(em.request_id)
@@ -233,6 +241,7 @@ class SimServer:
             return _send_json(sock, conn, 200, self._models())
         if method == "GET" and path == "/metrics":
             self.metrics.set_gauges(self.engine.stats())  # gauges are read when scraped, not on every step
+            self.metrics.set_step_counts(self.steps, self.late_steps, self.late_s)
             data = self.metrics.render()
             return _send(sock, conn, 200, data, "text/plain; version=0.0.4; charset=utf-8")
         if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):

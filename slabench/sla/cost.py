@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -182,7 +183,7 @@ def unit_cost(usd_per_hour: float, rate: Estimate | None, units: float, unit: st
     if rate.has_interval:
         low = _per(usd_per_hour, rate.ci95_high, units)
         high = _per(usd_per_hour, rate.ci95_low, units)
-        est = Estimate(mean, None, rate.n, low, high, rate.samples, rate.low_samples)
+        est = dataclasses.replace(est, ci95_low=low, ci95_high=high, interval=rate.interval)
         text += f"; 95% CI {_money(low)}–{_money(high)} from the rate's CI over {rate.n} runs"
     elif rate.n <= 1:
         text += " (single run)"

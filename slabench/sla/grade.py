@@ -121,11 +121,11 @@ def evaluate(spec: CheckSpec, est: Estimate | None, where: str, min_repeats: int
     mean_text = fmt(est.mean, unit)
     if interval:
         which = "upper" if lower_better else "lower"
-        basis = f"95% CI {which} bound {fmt(bound, unit)} (mean {mean_text}, n={est.n} runs)"
+        basis = f"95% CI {which} bound {fmt(bound, unit)} (value {mean_text}, n={est.n} run(s); {est.interval})"
     elif single:
         basis = f"single run, no confidence interval: observed {mean_text}"
     else:
-        basis = f"mean {mean_text} over n={est.n} runs but the summary has no confidence interval"
+        basis = f"mean {mean_text} over n={est.n} runs but no confidence interval ({est.interval})"
 
     if meets(bound):
         status, reason = Status.PASS, f"{basis} {op} {fmt(target, unit)}"
@@ -148,13 +148,17 @@ def evaluate(spec: CheckSpec, est: Estimate | None, where: str, min_repeats: int
     if status is Status.PASS and not single and not interval:
         status = Status.CONDITIONAL
         reason += "; without an interval a PASS cannot be proven → CONDITIONAL"
+    if status is Status.PASS and est.low_samples:
+        status = Status.CONDITIONAL
+        reason += "; too few samples behind this figure to PASS → CONDITIONAL"
     if status is Status.PASS and est.n < min_repeats:
         status = Status.CONDITIONAL
         reason += f"; only {est.n} run(s), the contract asks for ≥ {min_repeats} before a PASS → CONDITIONAL"
     if single:
         reason += "; the verdict rests on a single run"
     if est.low_samples:
-        reason += f"; few samples: this figure rests on {est.samples if est.samples is not None else 'too few'} values"
+        behind = est.samples if est.samples is not None else "too few"
+        reason += f"; few samples: this figure rests on {behind} requests"
     return result(
         status,
         reason,
@@ -204,6 +208,7 @@ class Verdict:
     capacity: CapacityReport
     levels: list[tuple[str, Status]]  # every tested level's own verdict against the same checks
     notes: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)  # why the evidence is incomplete: exit 4 whatever the status
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -217,8 +222,11 @@ class Verdict:
             return x
 
         d = {
+            "kind": "slabench.verdict",
             "schema_version": self.schema_version,
             "verdict": str(self.status),
+            "measurement": "incomplete" if self.incomplete else "complete",
+            "incomplete": list(self.incomplete),
             "summary": self.summary,
             "contract": self.contract,
             "sla_file": self.sla_file,
@@ -247,10 +255,6 @@ class Verdict:
         return clean(d)
 
 
-def _estimate_dict(e: Estimate | None) -> dict[str, Any]:
-    return asdict(e) if e is not None else {"mean": None}
-
-
 def _no_level_checks(specs: Sequence[CheckSpec], load: str, tested: list[str]) -> list[CheckResult]:
     out = []
     for s in specs:
@@ -269,10 +273,11 @@ def grade(
     source: str = "",
     sla_file: str = "",
     notes: Sequence[str] = (),
-    caveat: str | None = None,
+    incomplete: Sequence[str] = (),
 ) -> Verdict:
     """Grade a run (or sweep) against a contract. `levels` are every tested level; the contract's load picks one.
-    `caveat`: why the evidence is incomplete (e.g. a lost worker); it caps an overall PASS at CONDITIONAL."""
+    `incomplete`: why the evidence is incomplete (a lost worker, saturation); it caps a PASS at CONDITIONAL and
+    marks the verdict incomplete (exit 4)."""
     specs = contract.checks()
     verdicts = [grade_level(contract, replica, lv, specs) for lv in levels]
     notes = list(notes)
@@ -297,11 +302,10 @@ def grade(
         checks = _no_level_checks(specs, contract.load.label, [v.level.level.label for v in verdicts])
         cost = []
     status = worst(c.status for c in checks)
-    if caveat:
-        notes.append(caveat)
-        if status is Status.PASS:
-            status = Status.CONDITIONAL
-            notes.append("every check passed, but on incomplete evidence: CONDITIONAL")
+    notes.extend(incomplete)
+    if incomplete and status is Status.PASS:
+        status = Status.CONDITIONAL
+        notes.append("every check passed, but on incomplete evidence: CONDITIONAL")
     single = chosen is not None and not any(e.n >= 2 for e in chosen.level.metrics.values())
     counts = {s: sum(c.status is s for c in checks) for s in Status}
     dep = contract.deployment
@@ -314,8 +318,8 @@ def grade(
         summary += " — single run: the verdict rests on a single run, without confidence intervals"
     if chosen is None:
         summary += f" — the run has no data at {contract.load.label}"
-    if caveat:
-        summary += f" — {caveat}"
+    if incomplete:
+        summary += f" — measurement incomplete: {'; '.join(incomplete)}"
     target_rps = contract.capacity.target_load_rps if contract.capacity else None
     capacity = capacity_report([(v.level, v.status) for v in verdicts], replica, target_rps)
     return Verdict(
@@ -333,6 +337,7 @@ def grade(
         capacity=capacity,
         levels=[(v.level.level.label, v.status) for v in verdicts],
         notes=notes,
+        incomplete=list(incomplete),
     )
 
 

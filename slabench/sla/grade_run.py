@@ -10,19 +10,21 @@ What a RUN_DIR may hold, in the order they are tried:
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from slabench.errors import UserError
-from slabench.sinks import read_records
+from slabench.analysis.aggregate import aggregate
+from slabench.analysis.columns import read_table
+from slabench.analysis.summary import load_summary
+from slabench.errors import ExitCode, UserError
+from slabench.run_status import incomplete_reasons
 from slabench.sla.contract import LoadedContract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
 from slabench.sla.grade import EXIT_CODES, Verdict, grade
 from slabench.sla.render import verdict_markdown
-from slabench.sla.single_run import levels_from_records
+from slabench.sla.single_run import levels_from_table
 
 RECORD_NAMES = ("records.jsonl", "records.parquet", "records.ndjson")
 
@@ -32,20 +34,7 @@ class RunInput:
     source: str  # what was read, for the verdict
     levels: list[LevelEstimates]
     single_run: bool
-    caveat: str | None = None  # why the evidence is incomplete (caps a PASS at CONDITIONAL)
-
-
-def _degraded(records_path: Path) -> str | None:
-    """The Locust bridge writes run_status.json beside the records; a lost worker means lost records."""
-    status_path = records_path.parent / "run_status.json"
-    try:
-        status = json.loads(status_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(status, dict) or not status.get("degraded"):
-        return None
-    lost = status.get("lost_workers") or status.get("workers_without_final_batch") or []
-    return f"the run is degraded ({status_path}): records of lost worker(s) {lost} are missing"
+    incomplete: tuple[str, ...] = ()  # why the evidence is incomplete (no PASS, exit 4)
 
 
 def _is_records(p: Path) -> bool:
@@ -53,24 +42,11 @@ def _is_records(p: Path) -> bool:
 
 
 def read_single_run(path: Path, unstaged_level: Level | None = None) -> RunInput:
-    records = read_records(path)
-    if not records:
+    table = read_table(path)
+    if table.num_rows == 0:
         raise UserError(f"{path}: no records; nothing to grade (did the run send any request?)")
-    return RunInput(str(path), levels_from_records(records, unstaged_level), True, _degraded(path))
-
-
-def _aggregate(run_dir: Path) -> RunInput:
-    try:
-        mod = importlib.import_module("slabench.analysis.aggregate")
-    except ImportError:
-        mod = None
-    if mod is None or not hasattr(mod, "aggregate"):
-        raise UserError(
-            f"{run_dir}: no summary.json and no records file here; point at a run directory (records.jsonl) or a "
-            "sweep directory with its summary.json (`slabench aggregate RUN_DIR` writes it)"
-        )
-    summary = mod.aggregate(run_dir)
-    return RunInput(f"{run_dir} (aggregated)", levels_from_summary(summary, str(run_dir)), False)
+    levels = levels_from_table(table, unstaged_level)
+    return RunInput(str(path), levels, True, tuple(incomplete_reasons(path.parent)))
 
 
 def read_run(run_dir: str | Path, unstaged_level: Level | None = None) -> RunInput:
@@ -79,24 +55,24 @@ def read_run(run_dir: str | Path, unstaged_level: Level | None = None) -> RunInp
         raise UserError(f"{p}: no such run directory")
     if _is_records(p) and not (p / "summary.json").exists():
         return read_single_run(p, unstaged_level)
-    summary = p / "summary.json"
-    if summary.is_file():
-        try:
-            data = json.loads(summary.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise UserError(f"{summary}:{e.lineno}: not valid JSON ({e.msg})") from None
-        return RunInput(str(summary), levels_from_summary(data, str(summary)), False)
-    for name in RECORD_NAMES:
-        if (p / name).exists():
-            return read_single_run(p / name, unstaged_level)
-    return _aggregate(p)
+    if (p / "summary.json").is_file():
+        summary = load_summary(p / "summary.json")
+        source = str(p / "summary.json")
+    else:
+        for name in RECORD_NAMES:
+            if (p / name).exists():
+                return read_single_run(p / name, unstaged_level)
+        summary = aggregate(p)
+        source = f"{p} (aggregated)"
+    return RunInput(source, levels_from_summary(summary), False, tuple(summary.incomplete))
 
 
 def grade_input(loaded: LoadedContract, run: RunInput) -> Verdict:
     loaded.check_tasks_ran(run.levels)
     return grade(
-        loaded.contract, loaded.replica, run.levels, source=run.source, sla_file=str(loaded.path), caveat=run.caveat
-    )
+        loaded.contract, loaded.replica, run.levels, source=run.source, sla_file=str(loaded.path),
+        incomplete=run.incomplete,
+    )  # fmt: skip
 
 
 def grade_run_dir(run_dir: str | Path, sla: str | Path | LoadedContract, instance_type: str | None = None) -> Verdict:
@@ -108,8 +84,9 @@ def grade_run_dir(run_dir: str | Path, sla: str | Path | LoadedContract, instanc
 
 
 def exit_code(verdict: Verdict) -> int:
-    """0 PASS, 1 CONDITIONAL, 2 FAIL (3 is for invalid input, raised as UserError)."""
-    return EXIT_CODES[verdict.status]
+    """0 PASS, 1 CONDITIONAL, 2 FAIL; 4 when the evidence is incomplete, whatever the checks said (3 is for invalid
+    input, raised as UserError). See `slabench.errors.ExitCode`."""
+    return ExitCode.INCOMPLETE if verdict.incomplete else EXIT_CODES[verdict.status]
 
 
 def _atomic_write(path: Path, text: str) -> None:

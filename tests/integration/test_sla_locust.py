@@ -24,11 +24,14 @@ load: {concurrency: 4}
 deployment: {instance_type: g6e.xlarge}
 targets:
   ttft_p95_s: {max: 2.0}
-  error_rate: {max: 0.01}
+  error_rate: {max: 0.1}
   throughput_rps: {min: 1}
   cost_per_million_output_tokens_usd: {max: 100}
 """
 FAILS = PASSES.replace("ttft_p95_s: {max: 2.0}", "ttft_p95_s: {max: 0.001}")
+
+
+# error_rate ≤ 10 %: 0 errors in ≥ 36 requests prove it (Clopper-Pearson upper bound); ≤ 1 % would need ≥ 368.
 
 
 def locust(tmp_path, url, sla, *extra, users=4):
@@ -65,7 +68,7 @@ def test_a_passing_contract_exits_0_and_a_failing_one_exits_2(simulator, tmp_pat
 
 def test_a_plain_run_is_at_its_user_count_and_conditional_can_be_allowed(simulator, tmp_path):
     url = simulator(*FAST)
-    soft = PASSES.replace("{max: 2.0}", "{max: 2.0, severity: soft}").replace("error_rate: {max: 0.01}", "")
+    soft = PASSES.replace("{max: 2.0}", "{max: 2.0, severity: soft}").replace("error_rate: {max: 0.1}", "")
     soft = soft.replace("throughput_rps: {min: 1}", "").replace("{max: 100}", "{max: 100, severity: soft}")
     res, records = locust(tmp_path, url, write(tmp_path, soft), "--sla-allow-conditional", users=2)
     assert res.returncode == 0, res.stderr[-3000:]  # CONDITIONAL, allowed

@@ -110,6 +110,8 @@ def _independent(run_dir: Path) -> dict:
         "e2e_mean": statistics.fmean(metrics.e2e(r) for r in ok),
         "throughput_rps": len(ok) / (end - start),
         "error_rate": sum(r.outcome is Outcome.ERROR for r in answered) / len(answered),
+        "_errors": sum(r.outcome is Outcome.ERROR for r in answered),
+        "_answered": len(answered),
         "goodput_rps": sum(metrics.ttft(r) <= 0.05 for r in ok) / (end - start),
         "_ttfts": ttfts,
         "_ok": len(ok),
@@ -118,10 +120,18 @@ def _independent(run_dir: Path) -> dict:
 
 def test_summary_equals_an_independent_recomputation(done):
     summary = json.loads((done / "summary.json").read_text())
-    assert summary["schema_version"] == 1
+    assert summary["schema_version"] == 2
     for lv in summary["levels"]:
         runs = [_independent(done / str(lv["level"]) / str(r)) for r in (1, 2, 3)]
-        for key in ("ttft_p95", "ttft_p50", "itl_p50", "e2e_mean", "throughput_rps", "error_rate", "goodput_rps"):
+        # a proportion: the pooled share; with no error at all its Clopper-Pearson bounds are 0 and 1 − 0.025^(1/n)
+        errors, answered = sum(r["_errors"] for r in runs), sum(r["_answered"] for r in runs)
+        e = lv["metrics"]["error_rate"]
+        assert e["mean"] == pytest.approx(errors / answered, rel=1e-9, abs=1e-12)
+        assert [r["metrics"]["error_rate"] for r in lv["runs"]] == pytest.approx([r["error_rate"] for r in runs])
+        assert 0.0 <= e["ci95_low"] <= e["mean"] <= e["ci95_high"] <= 1.0
+        if errors == 0:
+            assert e["ci95_low"] == 0.0 and e["ci95_high"] == pytest.approx(1 - 0.025 ** (1 / answered), rel=1e-9)
+        for key in ("ttft_p95", "ttft_p50", "itl_p50", "e2e_mean", "throughput_rps", "goodput_rps"):
             vals = [r[key] for r in runs]
             e = lv["metrics"][key]
             mean, sd = statistics.fmean(vals), statistics.stdev(vals)

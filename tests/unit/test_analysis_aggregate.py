@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from slabench.analysis.aggregate import SCHEMA_VERSION, SweepSummary, aggregate, load_summary, require_ci, summary_json
+from slabench.analysis.aggregate import aggregate, require_ci
+from slabench.analysis.summary import SCHEMA_VERSION, SweepSummary, load_summary, summary_json
 from slabench.errors import UserError
 from slabench.record import ErrorCategory, Outcome
 from tests.analysis_helpers import rec, write_run
@@ -63,8 +64,13 @@ def test_rates_errors_and_goodput(tree):
     assert m["total_tokens_per_s"].pooled == pytest.approx(12 * 103 / 12.0)
     # error rate: run 1 has 1 error out of 5 answered; runs 2 and 3 none (the dropped one is not counted)
     assert [r.metrics["error_rate"] for r in lv.runs] == pytest.approx([0.2, 0.0, 0.0])
-    assert m["error_rate"].mean == pytest.approx(0.2 / 3)
-    assert m["error_rate"].pooled == pytest.approx(1 / 13)
+    # a proportion: the pooled share (1 of 13) with a Clopper-Pearson interval; the runs (1/5, 0/4, 0/4) disagree
+    # no more than binomial sampling explains (φ = χ² / 2 ≈ 0.87 → 1). For k = 1 the lower bound has a closed form:
+    # the 2.5 % quantile of Beta(1, 13) = 1 − 0.975^(1/13).
+    assert m["error_rate"].mean == m["error_rate"].pooled == pytest.approx(1 / 13)
+    assert m["error_rate"].ci95_low == pytest.approx(1 - 0.975 ** (1 / 13))
+    assert 1 / 13 < m["error_rate"].ci95_high < 1.0
+    assert m["error_rate"].interval.startswith("clopper-pearson")
     assert lv.error_counts == {"http_5xx": 1, "cancelled": 1}
     # goodput (TTFT ≤ 0.35 s): 3, 2 and 1 requests over 4 s → 0.75, 0.5, 0.25 req/s
     assert [r.metrics["goodput_rps"] for r in lv.runs] == pytest.approx([0.75, 0.5, 0.25])
@@ -185,7 +191,18 @@ def test_summary_json_round_trip_and_schema(tree):
     d = json.loads(text)
     assert d["schema_version"] == SCHEMA_VERSION and d["kind"] == "slabench.sweep_summary"
     est = d["levels"][0]["metrics"]["ttft_p95"]
-    assert set(est) == {"mean", "std", "n", "ci95_low", "ci95_high", "cv", "pooled", "samples", "low_samples"}
+    assert set(est) == {
+        "mean",
+        "std",
+        "n",
+        "ci95_low",
+        "ci95_high",
+        "cv",
+        "pooled",
+        "samples",
+        "low_samples",
+        "interval",
+    }
     for key in ("ttft", "itl", "tpot", "e2e"):
         for stat in ("p50", "p90", "p95", "p99", "mean"):
             assert f"{key}_{stat}" in d["levels"][0]["metrics"]
@@ -197,3 +214,11 @@ def test_summary_json_round_trip_and_schema(tree):
     assert isinstance(back, SweepSummary)
     assert back.level(1).metrics["ttft_p50"] == s.level(1).metrics["ttft_p50"]
     assert back.cliff == json.loads(text)["cliff"]
+
+
+def test_the_published_summary_schema_is_current():
+    from slabench.analysis.summary import SCHEMA_PATH, json_schema
+
+    assert SCHEMA_PATH.read_text(encoding="utf-8") == json_schema(), (
+        "docs/summary.schema.json is stale: run `python -m slabench.analysis.summary`"
+    )

@@ -2,16 +2,16 @@
 
 import pytest
 
-from slabench.analysis.aggregate import Estimate
 from slabench.analysis.cliff import CliffOptions, find_cliff
+from slabench.analysis.summary import Estimate
 
 
 def est(mean, half=None, n=3):
     """An estimate with a symmetric interval of ± half (None: no interval, as with one repeat)."""
     if mean is None:
-        return Estimate(None, None, 0, None, None, None, None, 0, True)
+        return Estimate(mean=None, n=0, samples=0, low_samples=True)
     lo, hi = (None, None) if half is None else (mean - half, mean + half)
-    return Estimate(mean, half, n, lo, hi, None, mean, 500, False)
+    return Estimate(mean=mean, std=half, n=n, ci95_low=lo, ci95_high=hi, pooled=mean, samples=500)
 
 
 def levels(lat, thr):

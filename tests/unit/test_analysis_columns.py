@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 
 from slabench import metrics
 from slabench.analysis.columns import itl_arrays, read_table, run_arrays
+from slabench.analysis.figures import metric_values
 from slabench.record import ErrorCategory, Outcome, RequestRecord
 from slabench.sinks import ARROW_SCHEMA, open_sink
-from tests.analysis_helpers import rec
+from tests.analysis_helpers import WALL0, rec
 
 
 @st.composite
@@ -112,3 +113,44 @@ def test_an_unfinished_record_is_never_silently_zero():
     r = RequestRecord(run_id="x", request_id="1", sent=1.0, outcome=Outcome.OK)
     a = run_arrays(_table([r]))
     assert np.isnan(a.ttft).all() and np.isnan(a.e2e).all()
+
+
+# -- clocks across hosts, and the open loop's user-visible TTFT ---------------------------------------------------
+def _worker(records, worker, mono_offset, anchored=True):
+    """The same requests as seen by a worker whose monotonic clock reads `mono_offset` more than the wall's."""
+    out = []
+    for r in records:
+        shift = {k: getattr(r, k) + mono_offset for k in ("sent", "first_token", "last_token", "end", "first_byte")
+                 if getattr(r, k) is not None}  # fmt: skip
+        shifted = r.replace(worker_id=worker, chunk_times=tuple(t + mono_offset for t in r.chunk_times), **shift)
+        out.append(shifted if anchored else shifted.replace(wall_sent=None))
+    return out
+
+
+def test_workers_whose_monotonic_clocks_differ_by_hours_share_one_window():
+    a = _worker([rec(float(i)) for i in range(5)], "w1", 0.0)  # sent 0 … 4 s on the wall clock
+    b = _worker([rec(float(i) + 0.5) for i in range(5)], "w2", 7 * 3600.0)  # 0.5 … 4.5 s, its clock 7 h ahead
+    # A record without a wall anchor (a lost-with-worker stand-in) is placed by its own worker's offset.
+    lost = _worker([rec(6.0, ttft=None, outcome=Outcome.DROPPED, category=ErrorCategory.LOST_WITH_WORKER)], "w2",
+                   7 * 3600.0, anchored=False)  # fmt: skip
+    arrays = run_arrays(_table(a + b + lost))
+    assert arrays.window_start == pytest.approx(WALL0)
+    assert arrays.window_end == pytest.approx(WALL0 + 6.05)  # the stand-in's end, on w2's clock converted
+    assert arrays.duration_s == pytest.approx(6.05)  # not 7 hours
+
+
+def test_a_single_process_without_anchors_uses_its_one_monotonic_clock():
+    recs = [r.replace(wall_sent=None) for r in (rec(0.0), rec(2.0))]
+    assert run_arrays(_table(recs)).duration_s == pytest.approx(2.0 + 0.1 + 0.02)
+
+
+def test_open_loop_ttft_counts_from_the_schedule_and_keeps_the_sent_figure_beside_it():
+    # scheduled at 0 and 1 s, but the generator was late: sent 0.3 s after the schedule
+    recs = [rec(0.3, ttft=0.1, scheduled=0.0), rec(1.3, ttft=0.1, scheduled=1.0)]
+    arrays = run_arrays(_table(recs))
+    assert arrays.ttft == pytest.approx([0.4, 0.4])  # what the user waited: from the schedule
+    assert arrays.ttft_sent == pytest.approx([0.1, 0.1])
+    figures = metric_values([arrays])
+    assert figures["ttft_p50"].value == pytest.approx(0.4) and figures["ttft_sent_p50"].value == pytest.approx(0.1)
+    closed = run_arrays(_table([rec(0.3, ttft=0.1)]))
+    assert closed.ttft_sent is None and "ttft_sent_p50" not in metric_values([closed])

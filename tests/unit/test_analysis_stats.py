@@ -6,7 +6,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slabench.analysis.stats import betainc, min_samples_for, percentile, percentiles, spread, t_cdf, t_ppf
+from slabench.analysis.stats import (
+    beta_ppf,
+    betainc,
+    min_samples_for,
+    percentile,
+    percentiles,
+    proportion_interval,
+    spread,
+    t_cdf,
+    t_ppf,
+)
 
 # Two-sided 95 % critical values t(0.975, df) from the standard table (e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2).
 T_TABLE = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 9: 2.262, 10: 2.228, 29: 2.045, 30: 2.042, 100: 1.984}
@@ -75,3 +85,51 @@ def test_min_samples_rule():
     assert min_samples_for(95) == 30
     assert min_samples_for(99.9) == 1000
     assert min_samples_for(None) == 30
+
+
+# -- small samples: proportions and zero variance ----------------------------------------------------------------
+def test_four_of_four_is_not_certainty():
+    # Clopper-Pearson for k = n: lower bound = (α/2)^(1/n) = 0.025^(1/4) ≈ 39.8 %, upper bound 1
+    p = proportion_interval([(2, 2), (2, 2)])
+    assert p.value == 1.0 and p.high == 1.0
+    assert p.low == pytest.approx(0.025**0.25, abs=1e-9)
+
+
+def test_zero_of_n_has_an_upper_bound_above_zero():
+    # k = 0: upper bound = 1 − (α/2)^(1/n)
+    p = proportion_interval([(0, 50), (0, 50)])
+    assert p.value == 0.0 and p.low == 0.0
+    assert p.high == pytest.approx(1 - 0.025 ** (1 / 100), abs=1e-9)
+
+
+def test_runs_that_disagree_widen_the_interval():
+    agree = proportion_interval([(14, 20), (14, 20)])
+    disagree = proportion_interval([(18, 20), (10, 20)])
+    assert agree.value == disagree.value == 0.7 and agree.dispersion == 1.0
+    # φ = χ² / (R − 1): each run is 4 away from 14 expected, variance 20·0.7·0.3 = 4.2 → χ² = 2 · 16 / 4.2
+    assert disagree.dispersion == pytest.approx(32 / 4.2)
+    assert disagree.high - disagree.low > agree.high - agree.low
+    assert "overdispersion" in disagree.interval
+
+
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), min_size=1, max_size=6))
+@settings(max_examples=200, deadline=None)
+def test_proportion_bounds_stay_in_the_domain_and_hold_the_value(pairs):
+    counts = [(min(k, n), n) for k, n in pairs]
+    p = proportion_interval(counts)
+    if sum(n for _, n in counts) == 0:
+        assert p.value is None and p.low is None and p.high is None
+        return
+    assert 0.0 <= p.low <= p.value <= p.high <= 1.0
+
+
+def test_beta_quantile_inverts_the_incomplete_beta():
+    for a, b, q in ((1.0, 13.0, 0.025), (4.0, 1.0, 0.975), (2.5, 7.5, 0.5)):
+        assert betainc(a, b, beta_ppf(q, a, b)) == pytest.approx(q, abs=1e-9)
+
+
+def test_identical_values_in_every_run_give_no_interval():
+    s = spread([0.5, 0.5, 0.5])
+    assert (s.mean, s.std, s.n) == (0.5, 0.0, 3)
+    assert s.ci_low is None and s.ci_high is None and "zero variance" in s.interval
+    assert spread([0.5]).interval == "none: a single run"

@@ -90,7 +90,7 @@ def summary_dir(tmp_path, name, ttft_mean, thr_mean):
     d = tmp_path / name
     d.mkdir()
     lv = {
-        "level": 4,
+        "level": 4, "n_runs": 3, "requests": 600, "duration_s": 30.0, "error_counts": {}, "runs": [],
         "metrics": {
             "ttft_p95": {"mean": ttft_mean, "std": 0.01, "n": 3, "ci95_low": ttft_mean - 0.02,
                          "ci95_high": ttft_mean + 0.02, "samples": 600},
@@ -100,7 +100,8 @@ def summary_dir(tmp_path, name, ttft_mean, thr_mean):
                                     "ci95_high": thr_mean * 110, "samples": 600},
         },
     }  # fmt: skip
-    (d / "summary.json").write_text(json.dumps({"schema_version": 1, "levels": [lv]}))
+    doc = {"kind": "slabench.sweep_summary", "schema_version": 2, "source": name, "cliff": {}, "levels": [lv]}
+    (d / "summary.json").write_text(json.dumps(doc))
     return d
 
 
@@ -129,9 +130,10 @@ def test_json_output(slabench, tmp_path, run_dir, capsys):
 
 
 def test_a_degraded_run_cannot_pass(slabench, tmp_path, run_dir):
-    status = {"schema_version": 1, "degraded": True, "lost_workers": ["w2"], "workers_without_final_batch": []}
+    status = {"schema_version": 1, "run_id": "r", "records": 40, "degraded": True, "lost_workers": ["w2"]}
     (run_dir / "run_status.json").write_text(json.dumps(status))
-    assert slabench(["grade", str(run_dir), "--sla", contract(tmp_path, "  ttft_p95_s: {max: 1}\n")]) == 1
+    # every check passes, but the evidence is incomplete: never PASS, and exit 4 (not an SLA result)
+    assert slabench(["grade", str(run_dir), "--sla", contract(tmp_path, "  ttft_p95_s: {max: 1}\n")]) == 4
     v = json.loads((run_dir / "verdict.json").read_text())
     assert v["checks"][0]["status"] == "PASS" and v["verdict"] == "CONDITIONAL"
-    assert any("degraded" in n and "w2" in n for n in v["notes"])
+    assert v["measurement"] == "incomplete" and any("w2" in n for n in v["incomplete"])

@@ -110,12 +110,12 @@ def test_deployments_the_table_cannot_price(kwargs, loc, says):
 
 
 def test_cost_interval_comes_from_the_rate_interval():
-    line = unit_cost(3.6, Estimate(1000.0, 50.0, 3, 900.0, 1100.0, 300), 1e6, "tok", "million tokens")
+    line = unit_cost(3.6, Estimate(1000.0, 50.0, 3, 900.0, 1100.0, samples=300), 1e6, "tok", "million tokens")
     e = line.estimate
     assert e.mean == pytest.approx(1.0)  # $3.6/h ÷ 3.6 M tok/h
     assert (e.ci95_low, e.ci95_high) == (pytest.approx(1 / 1.1), pytest.approx(1 / 0.9))
     assert e.n == 3 and "95% CI" in line.arithmetic
-    reaching_zero = unit_cost(3.6, Estimate(10.0, 5.0, 3, -2.0, 22.0, 30), 1e3, "calls", "1,000 calls").estimate
+    reaching_zero = unit_cost(3.6, Estimate(10.0, 5.0, 3, -2.0, 22.0, samples=30), 1e3, "calls", "1,000 calls").estimate
     assert math.isinf(reaching_zero.ci95_high)
 
 

@@ -3,6 +3,7 @@ straight from records (hand-computed answers)."""
 
 import pytest
 
+from slabench.analysis.summary import SCHEMA_VERSION, parse_summary
 from slabench.errors import UserError
 from slabench.record import Outcome
 from slabench.sla.estimates import Estimate, Level, levels_from_summary
@@ -12,74 +13,62 @@ from tests.sla_helpers import record
 
 def e(mean, n=3, half=0.1, samples=200):
     return {"mean": mean, "std": half, "n": n, "ci95_low": mean - half, "ci95_high": mean + half, "cv": 0.1,
-            "pooled": mean, "samples": samples, "low_samples": False}  # fmt: skip
+            "pooled": mean, "samples": samples, "low_samples": False, "interval": "student-t across runs"}  # fmt: skip
+
+
+def summary(levels, **top):
+    lv = {"n_runs": 3, "requests": 600, "duration_s": 90.0, "error_counts": {}, "runs": []}
+    doc = {"kind": "slabench.sweep_summary", "schema_version": SCHEMA_VERSION, "source": "s", "cliff": {}}
+    return {**doc, "levels": [{**lv, **x} if isinstance(x, dict) else x for x in levels], **top}
 
 
 def test_the_aggregator_summary_shape():
-    summary = {
-        "schema_version": 1,
-        "kind": "slabench.sweep_summary",
-        "levels": [
-            {
-                "level": 8,
-                "n_runs": 3,
-                "duration_s": 90.0,
-                "error_counts": {"http_5xx": 2},
-                "metrics": {"ttft_p95": e(1.2), "quality.verbose.item_accuracy": e(0.9)},
-                "runs": [],
-            },
-            {"level": 16, "n_runs": 3, "duration_s": None, "error_counts": {}, "metrics": {"ttft_p95": e(2.0)}},
-        ],
-        "cliff": {},
-    }
-    levels = levels_from_summary(summary)
+    doc = summary(
+        [
+            {"level": 8, "error_counts": {"http_5xx": 2},
+             "metrics": {"ttft_p95": e(1.2), "quality.verbose.item_accuracy": e(0.9)}},
+            {"level": 16, "duration_s": None, "metrics": {"ttft_p95": e(2.0)}},
+        ]
+    )  # fmt: skip
+    levels = levels_from_summary(parse_summary(doc, "s.json"))
     assert [lv.level for lv in levels] == [Level(concurrency=8), Level(concurrency=16)]
     first = levels[0]
-    assert first.metrics["ttft_p95"] == Estimate(1.2, 0.1, 3, 1.2 - 0.1, 1.2 + 0.1, 200, False)
+    assert first.metrics["ttft_p95"] == Estimate(
+        1.2, 0.1, 3, 1.2 - 0.1, 1.2 + 0.1, cv=0.1, pooled=1.2, samples=200, interval="student-t across runs"
+    )
     assert first.get("quality.verbose.item_accuracy").mean == 0.9
     assert first.quality_tasks() == {"verbose"}
     assert first.duration_s == 90.0 and first.error_counts == {"http_5xx": 2}
     assert levels[1].duration_s is None
 
 
-def test_flat_and_nested_metrics_and_other_level_kinds_read_the_same():
-    summary = {
-        "levels": {
-            "burst": {"ttft_p95": e(1.0), "quality": {"terse": {"parse_rate": e(0.99)}}},
-            "x": {"level": 2.5, "kind": "rate", "error_rate": e(0.01)},
-            "y": {"level": "32", "ttft_p95": e(3.0, n=1, half=0.0)},
-        }
-    }
-    burst, rate, c32 = levels_from_summary(summary)
-    assert burst.level == Level(scenario="burst")
-    assert burst.get("quality.terse.parse_rate").mean == 0.99
-    assert rate.level == Level(rate_rps=2.5) and rate.get("error_rate").mean == 0.01
-    assert c32.level == Level(concurrency=32)
+def test_a_newer_minor_version_is_read_and_its_new_fields_ignored():
+    doc = summary([{"level": 4, "metrics": {"ttft_p95": {**e(1.0), "new_field": 1}}, "added": "x"}], schema_minor=7)
+    (lv,) = levels_from_summary(parse_summary(doc, "s.json"))
+    assert lv.get("ttft_p95").mean == 1.0
 
 
 @pytest.mark.parametrize(
-    ("summary", "says"),
+    ("doc", "says"),
     [
-        ({"nothing": 1}, "no `levels` list"),
-        ({"levels": []}, "no levels"),
-        ({"levels": [{"level": 1, "metrics": {"ttft_p95": {"mean": "fast"}}}]}, "levels[0].metrics.ttft_p95.mean"),
-        ({"levels": [{"metrics": {}}]}, "levels[0].level: missing"),
-        ({"levels": [3]}, "expected a mapping"),
+        ({"nothing": 1}, "not a slabench.sweep_summary file"),
+        (summary([], kind="slabench.verdict"), "not a slabench.sweep_summary file (kind: 'slabench.verdict')"),
+        (summary([], schema_version=1), "schema_version 1, this slabench reads version 2"),
+        (summary([], schema_version=3), "schema_version 3"),
+        (summary([{"level": 1, "metrics": {"ttft_p95": {"mean": "fast"}}}]), "levels.0.metrics.ttft_p95.mean"),
+        (summary([{"metrics": {}}]), "levels.0.level"),
+        (summary([3]), "levels.0"),
     ],
 )
-def test_a_malformed_summary_is_a_clear_error(summary, says):
-    with pytest.raises(UserError, match=None) as err:
-        levels_from_summary(summary, "s.json")
-    assert says in str(err.value) and str(err.value).startswith("s.json")
+def test_a_summary_of_another_kind_version_or_shape_is_refused_with_one_line(doc, says):
+    with pytest.raises(UserError) as err:
+        parse_summary(doc, "s.json")
+    assert says in str(err.value) and str(err.value).startswith("s.json") and "\n" not in str(err.value)
 
 
-def test_the_aggregator_object_itself_is_accepted():
-    class Obj:
-        def to_dict(self):
-            return {"levels": [{"level": 4, "metrics": {"throughput_rps": e(3.0)}}]}
-
-    (lv,) = levels_from_summary(Obj())
-    assert lv.get("throughput_rps").mean == 3.0
+def test_a_summary_without_levels_has_nothing_to_grade():
+    with pytest.raises(UserError, match="no levels"):
+        levels_from_summary(parse_summary(summary([]), "s.json"))
 
 
 # -- single runs from records ------------------------------------------------------------------------------------
@@ -104,7 +93,9 @@ def test_single_run_latencies_rates_and_window_by_hand():
     assert m["e2e_p50"].mean == pytest.approx(0.33)
     assert m["itl_p99"].mean == pytest.approx(0.01) and m["itl_p99"].samples == 5
     assert m["tpot_mean"].mean == pytest.approx(0.01)  # 0.03 s over 4 − 1 tokens
-    assert all(x.n == 1 and x.ci95_low is None for x in m.values())
+    # one run: no interval for a latency; a proportion's comes from its counts (binomial, inside [0, 1])
+    assert all(x.n == 1 and x.ci95_low is None for k, x in m.items() if k.split("_")[0] in ("ttft", "e2e", "itl"))
+    assert 0.0 <= m["error_rate"].ci95_low < m["error_rate"].mean < m["error_rate"].ci95_high <= 1.0
     assert m["ttft_p95"].low_samples and m["ttft_p95"].samples == 5
     # 1 error of 6 answered requests (the dropped one is ours); the window runs from the first send (0 s) to the
     # last end (5.1 s) of the measured records
@@ -113,7 +104,7 @@ def test_single_run_latencies_rates_and_window_by_hand():
     assert m["throughput_rps"].mean == pytest.approx(5 / 5.1)
     assert m["output_tokens_per_s"].mean == pytest.approx(20 / 5.1)
     assert m["total_tokens_per_s"].mean == pytest.approx((20 + 500) / 5.1)
-    assert lv.error_counts == {"http_5xx": 1}
+    assert lv.error_counts == {"http_5xx": 1, "cancelled": 1}  # the dropped one is counted here, not in the rates
 
 
 def test_single_run_quality_by_hand():

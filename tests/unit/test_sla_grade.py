@@ -9,6 +9,7 @@ import pytest
 from slabench.sla.contract import CheckSpec, CostCeiling, LatencyTarget, QualityFloor, RateCeiling, ThroughputFloor
 from slabench.sla.estimates import Estimate, Level, LevelEstimates
 from slabench.sla.grade import Status, evaluate, grade, worst
+from slabench.sla.grade_run import exit_code
 from tests.sla_helpers import contract, est, level, replica
 
 P, C, F = Status.PASS, Status.CONDITIONAL, Status.FAIL
@@ -123,13 +124,16 @@ def test_min_repeats_caps_a_pass_at_conditional():
     assert single.status is C and "≥ 2" in single.reason and "single run" in single.reason
 
 
-def test_few_samples_are_flagged_in_the_reason():
+def test_a_figure_on_too_few_samples_says_so_and_cannot_pass():
     r = evaluate(spec(LatencyTarget, "s", 2.0), est(1.0, 0.1, samples=42, low_samples=True), "c")
-    assert r.status is P and "few samples" in r.reason and "42" in r.reason
+    assert r.status is C and "few samples" in r.reason and "42" in r.reason and "cannot" not in r.reason
+    assert "too few samples behind this figure to PASS" in r.reason
+    failing = evaluate(spec(LatencyTarget, "s", 2.0), est(9.0, 0.1, samples=42, low_samples=True), "c")
+    assert failing.status is F  # too few samples never turns a miss into a pass either
 
 
 def test_an_unbounded_cost_cannot_pass():
-    cost = Estimate(0.5, None, 3, 0.3, math.inf, 100)  # throughput CI reaching 0 → cost unbounded above
+    cost = Estimate(0.5, None, 3, 0.3, math.inf, samples=100)  # throughput CI reaching 0 → cost unbounded above
     r = evaluate(spec(CostCeiling, "USD", 1.0), cost, "c")
     assert r.status is C and "unbounded" in r.reason
 
@@ -241,7 +245,8 @@ def test_quality_checks_read_the_task_metrics():
 
 
 def test_the_verdict_is_plain_json_with_the_arithmetic():
-    lv = good_level(throughput_rps=Estimate(2.0, 1.0, 3, 0.0, 4.0, 100))  # CI reaches 0 → a cost unbounded above
+    # CI reaches 0 → a cost unbounded above
+    lv = good_level(throughput_rps=Estimate(2.0, 1.0, 3, 0.0, 4.0, samples=100))
     v = grade(contract(targets={**TARGETS, "cost_per_1000_calls_usd": {"max": 5}}), replica(), [lv])
     d = json.loads(json.dumps(v.to_dict(), allow_nan=False))
     assert d["verdict"] == str(v.status) and d["schema_version"] == 1
@@ -253,8 +258,11 @@ def test_the_verdict_is_plain_json_with_the_arithmetic():
 
 
 def test_incomplete_evidence_caps_a_pass_at_conditional():
-    v = grade(contract(targets=TARGETS), replica(), [good_level()], caveat="a worker was lost")
+    v = grade(contract(targets=TARGETS), replica(), [good_level()], incomplete=["a worker was lost"])
     assert all(c.status is P for c in v.checks)
     assert v.status is C and "a worker was lost" in v.summary and "a worker was lost" in v.notes
-    failing = grade(contract(targets=TARGETS), replica(), [good_level(ttft_p95=est(9.0, 0.1))], caveat="lost")
-    assert failing.status is F
+    assert v.to_dict()["measurement"] == "incomplete" and exit_code(v) == 4
+    failing = grade(contract(targets=TARGETS), replica(), [good_level(ttft_p95=est(9.0, 0.1))], incomplete=["lost"])
+    assert failing.status is F and exit_code(failing) == 4  # an incomplete run never exits as an SLA result
+    complete = grade(contract(targets=TARGETS), replica(), [good_level()])
+    assert complete.status is P and exit_code(complete) == 0 and complete.to_dict()["measurement"] == "complete"

@@ -1,0 +1,170 @@
+"""The one typed schema of `summary.json`: per level, per metric, an `Estimate` — written by the aggregator, read by
+the grader, the report and the capacity answer. Strict pydantic models; the JSON Schema is published in
+docs/summary.schema.json (`python -m slabench.analysis.summary --check` verifies it is current).
+
+Versions: `kind` must be ``slabench.sweep_summary`` and `schema_version` this module's major version; a file of a
+newer *minor* version (`schema_minor`) is read — a minor version only adds fields, which this reader ignores — and a
+file of another major version is refused with one line (docs/analysis.md, "Reading files of another version").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.dataclasses import dataclass
+
+from slabench.errors import UserError
+
+KIND = "slabench.sweep_summary"
+SCHEMA_VERSION = 2
+SCHEMA_MINOR = 0
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "summary.schema.json"
+
+
+class _Model(BaseModel):
+    # Newer minor versions only add fields: ignore what this reader does not know, validate the rest strictly.
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=False)
+
+
+@dataclass(frozen=True, slots=True, config=ConfigDict(extra="ignore"))
+class Estimate:
+    """One figure at one level. mean/std/n/cv: across runs (per-run values); ci95_*: the interval `interval` names
+    (None when it cannot be estimated: one run, zero variance, no data); pooled: all requests of the level
+    together; samples: requests behind the pooled value; low_samples: some run's value rests on fewer requests
+    than the figure needs."""
+
+    mean: float | None
+    std: float | None = None
+    n: int = 1
+    ci95_low: float | None = None
+    ci95_high: float | None = None
+    cv: float | None = None
+    pooled: float | None = None
+    samples: int | None = None
+    low_samples: bool = False
+    interval: str = "none: a single run"
+
+    @property
+    def has_interval(self) -> bool:
+        return self.ci95_low is not None and self.ci95_high is not None
+
+
+class RunSummary(_Model):
+    repeat: int
+    run_id: str | None
+    path: str
+    records: int
+    excluded_warmup: int
+    warmup_rule: str
+    counted: int
+    duration_s: float | None
+    error_counts: dict[str, int]
+    metrics: dict[str, float | None]
+    samples: dict[str, int]
+    incomplete: list[str] = Field(default_factory=list)  # why this run's evidence is incomplete (run_status.json)
+
+
+class LevelSummary(_Model):
+    level: int
+    n_runs: int
+    requests: int  # counted requests (after warm-up exclusion), all runs
+    duration_s: float | None  # summed measured windows of the runs (the pooled rates' denominator)
+    error_counts: dict[str, int]
+    metrics: dict[str, Estimate]
+    runs: list[RunSummary]
+
+
+class SweepSummary(_Model):
+    kind: Literal["slabench.sweep_summary"] = KIND
+    schema_version: int = SCHEMA_VERSION
+    schema_minor: int = SCHEMA_MINOR
+    generated_at: str = Field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    source: str
+    sweep: dict[str, Any] | None = None
+    method: dict[str, Any] = Field(default_factory=dict)
+    slo: dict[str, float] | None = None
+    levels: list[LevelSummary]
+    cliff: dict[str, Any]
+    warnings: list[str] = Field(default_factory=list)
+
+    def level(self, level: int) -> LevelSummary:
+        for lv in self.levels:
+            if lv.level == level:
+                return lv
+        raise KeyError(level)
+
+    @property
+    def incomplete(self) -> list[str]:
+        """Every run's reason its evidence is incomplete (lost worker, lost records, saturation)."""
+        return [
+            f"level {lv.level} run {r.repeat}: {why}" for lv in self.levels for r in lv.runs for why in r.incomplete
+        ]
+
+
+def _finite(o: Any) -> Any:
+    """NaN/inf are not JSON; they only arise from degenerate input and mean "no value"."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_finite(v) for v in o]
+    return o
+
+
+def summary_json(summary: SweepSummary) -> str:
+    return json.dumps(_finite(summary.model_dump(mode="json")), indent=2, allow_nan=False) + "\n"
+
+
+def check_version(data: Any, where: str, kind: str, major: int) -> None:
+    """Refuse a JSON document of another kind or major version with one line (the rule in the module docstring)."""
+    if not isinstance(data, dict) or data.get("kind") != kind:
+        got = data.get("kind") if isinstance(data, dict) else type(data).__name__
+        raise UserError(f"{where}: not a {kind} file (kind: {got!r})")
+    version = data.get("schema_version")
+    if version != major:
+        raise UserError(
+            f"{where}: {kind} schema_version {version!r}, this slabench reads version {major} — use the slabench "
+            "version that wrote it, or re-create the file with this one"
+        )
+
+
+def parse_summary(data: Any, where: str) -> SweepSummary:
+    check_version(data, where, KIND, SCHEMA_VERSION)
+    try:
+        return SweepSummary.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        raise UserError(f"{where}: {field}: {err['msg']} — was the file edited by hand?") from None
+
+
+def load_summary(path: str | Path) -> SweepSummary:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such summary file") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise UserError(f"{p}: not valid JSON ({e}); was it edited by hand?") from None
+    return parse_summary(data, str(p))
+
+
+def json_schema() -> str:
+    return json.dumps(SweepSummary.model_json_schema(), indent=2) + "\n"
+
+
+if __name__ == "__main__":  # python -m slabench.analysis.summary [--check]
+    text = json_schema()
+    if "--check" in sys.argv:
+        if not SCHEMA_PATH.exists() or SCHEMA_PATH.read_text(encoding="utf-8") != text:
+            print(f"{SCHEMA_PATH} is out of date: run `python -m slabench.analysis.summary`", file=sys.stderr)
+            sys.exit(1)
+    else:
+        SCHEMA_PATH.write_text(text, encoding="utf-8")

@@ -1,0 +1,73 @@
+"""A run that measured the machine is never graded as the model: a load generator whose event loop is held (users
+busy in Python) sends open-loop requests late, and a simulator starved of CPU (stopped with SIGSTOP) runs its engine
+steps late. Either one is written to run_status.json / seen in server_metrics.jsonl, the verdict cannot PASS, and the
+process exits 4 — though no check fails."""
+
+import json
+import os
+import signal
+import threading
+import time
+
+from tests.locust_run import run_locust
+from tests.sla_helpers import write
+
+FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "10")
+GENEROUS = """\
+name: generous
+load: {LOAD}
+deployment: {instance_type: g6e.xlarge}
+targets:
+  error_rate: {max: 0.5}
+  e2e_p50_s: {max: 60}
+"""
+
+
+
+def contract(tmp_path, load):
+    return write(tmp_path, GENEROUS.replace("{LOAD}", "{" + load + "}"))
+
+
+def test_an_open_loop_run_whose_sends_went_late_is_incomplete_not_a_pass(simulator, tmp_path):
+    url = simulator(*FAST)
+    records = tmp_path / "run" / "records.jsonl"
+    env = {**os.environ, "SLABENCH_TEST_BUSY_S": "0.4"}  # each answer's grading holds the event loop 0.4 s
+    res = run_locust(
+        "-f", "tests/busy_grader_user.py,shapes/rate.py", "--host", url, "--rate-rps", "10", "--rate-hold", "3",
+        "--records", str(records), "--sla", str(contract(tmp_path, "request_rate_rps: 10")), "--stop-timeout", "10",
+        env=env,
+    )  # fmt: skip
+    assert res.returncode == 4, res.stderr[-3000:]
+    status = json.loads((records.parent / "run_status.json").read_text())
+    sat = status["saturation"]
+    assert sat["open_loop_sends"] > 0 and sat["late_sends"] > 0.01 * sat["open_loop_sends"]
+    verdict = json.loads((records.parent / "verdict.json").read_text())
+    assert all(c["status"] != "FAIL" for c in verdict["checks"])  # nothing fails …
+    assert verdict["verdict"] == "CONDITIONAL" and verdict["measurement"] == "incomplete"  # … the run does not
+    assert any("saturated" in r and "after their schedule" in r for r in verdict["incomplete"])
+    assert "measurement incomplete: saturated" in res.stderr
+
+
+def test_a_starved_simulator_makes_the_run_incomplete(simulator, tmp_path):
+    url = simulator(*FAST)
+    pid = simulator.procs[-1].pid
+    records = tmp_path / "run" / "records.jsonl"
+
+    def starve() -> None:  # the simulator loses the CPU for a second, mid-run
+        time.sleep(1.5)
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(1.0)
+        os.kill(pid, signal.SIGCONT)
+
+    thread = threading.Thread(target=starve)
+    thread.start()
+    res = run_locust(
+        "-f", "locustfiles/chat_replay.py", "--host", url, "-u", "8", "-r", "8", "-t", "5s", "--stop-timeout", "10",
+        "--records", str(records), "--prompt-tokens", "16", "--sla", str(contract(tmp_path, "concurrency: 8")),
+        "--server-metrics-interval", "0.5",
+    )  # fmt: skip
+    thread.join()
+    assert res.returncode == 4, res.stderr[-3000:]
+    verdict = json.loads((records.parent / "verdict.json").read_text())
+    assert verdict["verdict"] != "PASS" and verdict["measurement"] == "incomplete"
+    assert any("the simulator's engine steps ran" in r and "late in all" in r for r in verdict["incomplete"])
