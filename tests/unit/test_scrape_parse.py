@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slabench.scrape import COUNTERS, NotPrometheus, deltas, metrics_url, parse, series, summarize
+from slabench.scrape import COUNTERS, SIM_COUNTERS, NotPrometheus, deltas, metrics_url, parse, series, summarize
 from slabench.sim.metrics import SimMetrics
 
 # Lines as vLLM 0.32 serves them (two data-parallel engines), including the families that share a prefix with the
@@ -92,12 +92,14 @@ def test_the_simulators_metrics_parse_with_every_tracked_family():
     sim.success.labels("m", "stop").inc()
     sim.ttft.labels("m").observe(0.05)
     sim.prompt_tokens.labels("m").inc(11)
+    sim.set_step_counts(100, 3, 0.2)
     s = parse(sim.render().decode())
     assert s["gauges"] == {"num_requests_running": 2.0, "num_requests_waiting": 1.0, "kv_cache_usage_perc": 0.1}
     assert s["counters"]["prompt_tokens_total"] == 11.0
     assert s["histograms"]["time_to_first_token_seconds"]["count"] == 1.0
     assert s["histograms"]["time_to_first_token_seconds"]["buckets"]["0.06"] == 1.0
-    assert set(s["counters"]) == set(COUNTERS)
+    assert set(s["counters"]) == set(COUNTERS) | set(SIM_COUNTERS)
+    assert s["counters"]["slabench_sim_engine_late_seconds_total"] == pytest.approx(0.2)
     assert {
         "time_to_first_token_seconds",
         "inter_token_latency_seconds",
