@@ -272,9 +272,17 @@ def _server(runs: list[dict], plots: dict[str, tuple[str, bytes]]) -> list:
     return blocks
 
 
-def build(s: SweepSummary, plots: dict[str, tuple[str, bytes]], server: list[dict] | None = None) -> list[Section]:
+def build(
+    s: SweepSummary,
+    plots: dict[str, tuple[str, bytes]],
+    server: list[dict] | None = None,
+    verdict: Section | None = None,
+) -> list[Section]:
+    """The report's sections. `verdict`: the SLA verdict, rendered by the grader's side (this layer does not
+    import it), shown right after the overview."""
     sections = [
         Section("Overview", _overview(s)),
+        *([verdict] if verdict is not None else []),
         Section("Scaling cliff", _cliff(s)),
         Section(
             "Per level, across repeats",
@@ -296,6 +304,9 @@ def build(s: SweepSummary, plots: dict[str, tuple[str, bytes]], server: list[dic
     ]
     if s.warnings:
         sections.insert(1, Section("Warnings", [Para(w) for w in s.warnings]))
+    if s.incomplete:
+        why = "These runs did not measure what they claim; no verdict on them can PASS (exit 4)."
+        sections.insert(1, Section("Measurement incomplete", [Para(why), *[Para(w) for w in s.incomplete]]))
     return sections
 
 
@@ -377,7 +388,7 @@ def to_html(title: str, sections: list[Section]) -> str:
     return "\n".join(out)
 
 
-def write_report(summary: SweepSummary, out_dir: str | Path) -> dict[str, Path]:
+def write_report(summary: SweepSummary, out_dir: str | Path, verdict: Section | None = None) -> dict[str, Path]:
     """Write summary.json, report.md, report.html and plots/*.png into `out_dir`; return their paths."""
     out = Path(out_dir)
     (out / "plots").mkdir(parents=True, exist_ok=True)
@@ -392,7 +403,7 @@ def write_report(summary: SweepSummary, out_dir: str | Path) -> dict[str, Path]:
         p = out / "plots" / f"{name}.png"
         p.write_bytes(png)
         paths[f"plot:{name}"] = p
-    sections = build(summary, plots, server)
+    sections = build(summary, plots, server, verdict)
     title = _title(summary)
     paths["summary"].write_text(summary_json(summary), encoding="utf-8")
     paths["markdown"].write_text(to_markdown(title, sections), encoding="utf-8")
@@ -423,5 +434,7 @@ def print_console(summary: SweepSummary, console: Console | None = None) -> None
     if any(e.low_samples for lv in summary.levels for e in lv.metrics.values()):
         con.print(f"{LOW} rests on too few requests (p99 needs 100; see report.md)")
     con.print(f"scaling cliff: {summary.cliff.get('status')} — {summary.cliff.get('message', '')}")
+    for w in summary.incomplete:
+        con.print(f"[bold red]measurement incomplete[/]: {w}")
     for w in summary.warnings:
         con.print(f"[yellow]warning:[/] {w}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from slabench.analysis.aggregate import aggregate
 from slabench.analysis.columns import read_table
-from slabench.analysis.summary import load_summary
+from slabench.analysis.summary import SweepSummary, load_summary
 from slabench.errors import ExitCode, UserError
 from slabench.run_status import incomplete_reasons
 from slabench.sla.contract import LoadedContract, load_contract
@@ -65,6 +65,11 @@ def read_run(run_dir: str | Path, unstaged_level: Level | None = None) -> RunInp
         summary = aggregate(p)
         source = f"{p} (aggregated)"
     return RunInput(source, levels_from_summary(summary), False, tuple(summary.incomplete))
+
+
+def grade_summary(loaded: LoadedContract, summary: SweepSummary, source: str) -> Verdict:
+    """Grade an aggregated sweep already in memory."""
+    return grade_input(loaded, RunInput(source, levels_from_summary(summary), False, tuple(summary.incomplete)))
 
 
 def grade_input(loaded: LoadedContract, run: RunInput) -> Verdict:

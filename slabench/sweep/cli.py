@@ -57,6 +57,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     a.add_argument("--require-ci", action="store_true", help="fail (exit 3) when a level has fewer than 2 repeats")
     a.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
+    a.add_argument(
+        "--sla", metavar="FILE", help="also grade against this SLA contract: the verdict goes into the report"
+    )
     a.set_defaults(func=run_aggregate)
 
 
@@ -149,16 +152,20 @@ def run_sweep(args: argparse.Namespace) -> int:
         )
         return 130
     if not (args.no_report or not cfg.analysis.report):
-        _report(sweep_dir, cfg.analysis, None, None, console, as_json=False)
-    else:
-        console.print(f"done; aggregate with: slabench aggregate {sweep_dir}")
+        return _report(sweep_dir, cfg.analysis, None, None, console, as_json=False, contract=contract)
+    console.print(f"done; aggregate with: slabench aggregate {sweep_dir}")
     if contract is None:
         return 0
-    from slabench.sla.grade_run import exit_code, grade_run_dir, write_verdict
+    from slabench.sla.grade_run import grade_run_dir
+
+    return _show_verdict(grade_run_dir(sweep_dir, contract), sweep_dir, console)
+
+
+def _show_verdict(verdict, out_dir: Path, console: Console) -> int:
+    from slabench.sla.grade_run import exit_code, write_verdict
     from slabench.sla.render import verdict_table
 
-    verdict = grade_run_dir(sweep_dir, contract)
-    console.print(f"verdict: {write_verdict(verdict, sweep_dir)}")
+    console.print(f"verdict: {write_verdict(verdict, out_dir)}")
     console.print(verdict_table(verdict))
     return exit_code(verdict)
 
@@ -179,7 +186,11 @@ def _parse_slo(items: list[str]) -> dict[str, float] | None:
     return out or None
 
 
-def _report(run_dir: Path, analysis, slo, warmup_s, console: Console, as_json: bool, out=None, require=False) -> int:
+def _report(
+    run_dir: Path, analysis, slo, warmup_s, console: Console, as_json: bool, out=None, require=False, contract=None
+) -> int:
+    """Aggregate, grade against `contract` when given, write the report (with the verdict in it), print; return the
+    exit code (the verdict's, or 0)."""
     from slabench.analysis.aggregate import aggregate, require_ci, summary_json
     from slabench.analysis.cliff import CliffOptions
     from slabench.analysis.report import print_console, write_report
@@ -191,13 +202,19 @@ def _report(run_dir: Path, analysis, slo, warmup_s, console: Console, as_json: b
     if require:
         require_ci(summary)
     out_dir = Path(out) if out else (run_dir if run_dir.is_dir() else run_dir.parent)
-    paths = write_report(summary, out_dir)
+    verdict = None
+    if contract is not None:
+        from slabench.sla.grade_run import grade_summary
+        from slabench.sla.render import verdict_section
+
+        verdict = grade_summary(contract, summary, str(out_dir / "summary.json"))
+    paths = write_report(summary, out_dir, verdict_section(verdict) if verdict is not None else None)
     if as_json:
         sys.stdout.write(summary_json(summary))
     else:
         print_console(summary)
         console.print(f"report: {paths['html']}  {paths['markdown']}  {paths['summary']}")
-    return 0
+    return _show_verdict(verdict, out_dir, console) if verdict is not None else 0
 
 
 def run_aggregate(args: argparse.Namespace) -> int:
@@ -216,6 +233,11 @@ def run_aggregate(args: argparse.Namespace) -> int:
             analysis = None  # an older sweep.json: use the defaults
     if args.warmup_s is not None and args.warmup_s < 0:
         raise UserError(f"--warmup-s must be ≥ 0 (got {args.warmup_s})")
+    contract = None
+    if args.sla:
+        from slabench.sla.contract import load_contract
+
+        contract = load_contract(args.sla)
     return _report(
         run_dir,
         analysis,
@@ -225,4 +247,5 @@ def run_aggregate(args: argparse.Namespace) -> int:
         args.json,
         out=args.out,
         require=args.require_ci,
+        contract=contract,
     )

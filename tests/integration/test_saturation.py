@@ -23,7 +23,6 @@ targets:
 """
 
 
-
 def contract(tmp_path, load):
     return write(tmp_path, GENEROUS.replace("{LOAD}", "{" + load + "}"))
 
