@@ -36,7 +36,7 @@ from slabench import metrics
 from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url
 from slabench.errors import UserError
 from slabench.record import ErrorCategory, Outcome, RequestRecord
-from slabench.run_status import RunStatus, write_run_status
+from slabench.run_status import MeasurementPolicy, RunStatus, saturation_reasons, write_run_status
 from slabench.saturation import SaturationWatch
 from slabench.sim.cli import EMBEDDED_NICE, add_sim_options, sim_args_to_argv
 from slabench.sinks import JsonlSink, RecordSink, open_sink
@@ -336,7 +336,7 @@ class RecordHub:
             saturation=self.saturation.snapshot(),
         )
         write_run_status(self.sink.path.parent, status)
-        for reason in status.reasons():
+        for reason in status.reasons() + saturation_reasons(status.saturation, MeasurementPolicy()):
             log.warning("slabench: measurement incomplete: %s", reason)
 
 

@@ -1,9 +1,14 @@
 """`run_status.json`: what the Locust process knows about a run beyond its records — lost workers, requests not
-sent, a saturated load generator — and the one reader that turns it (and the server's own saturation signals in
-`server_metrics.jsonl`) into the reasons a run's evidence is incomplete.
+sent, the signs of a saturated load generator — plus the embedded simulator's own sign of a starved CPU (its late
+engine steps, scraped into `server_metrics.jsonl`).
 
-A run with any such reason never PASSes and exits 4 (`ExitCode.INCOMPLETE`): latencies measured on a saturated
-machine measure the machine, and a run with lost records cannot stand for the load it claims.
+Two kinds of evidence come out of a run directory, kept apart on purpose:
+- `incomplete_reasons`: facts that make a run unable to stand for its load (a lost worker, requests never sent,
+  nothing answered). No policy: any one of them makes the run incomplete.
+- `saturation_figures`: how saturated the machine was, as measured numbers. The SLA contract's `measurement` policy
+  judges them at grading time (`saturation_reasons`), because how much starvation a measurement tolerates is the
+  contract's call.
+A run with any reason never PASSes and exits 4 (`ExitCode.INCOMPLETE`).
 """
 
 from __future__ import annotations
@@ -21,50 +26,76 @@ from slabench.scrape import read_scrapes
 FILE_NAME = "run_status.json"
 KIND = "slabench.run_status"
 SCHEMA_VERSION = 1
-# The embedded simulator adds up how late its engine steps ran (each more than 5 ms after it was due: its CPU was
-# starved). Late by more than this share of the run's time in all → its latencies measured the machine.
-SIM_LATE_SHARE = 0.02
 
 
-class Saturation(BaseModel):
-    """Signs, seen by the Locust process, that the load generator ran out of CPU."""
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")  # a newer minor version only adds fields
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+
+class Saturation(_Model):
+    """Signs of saturation, as measured numbers. The client side is written by the Locust process; the simulator's
+    figures come from its /metrics."""
 
     cpu_samples_over_90: int = 0  # Locust's own 5-second CPU samples above 90 % (local or master process)
     worker_cpu_over_90: bool = False  # a worker reported > 90 % (Locust's own flag on the master)
     late_sends: int = 0  # open loop: requests sent later than `late_bound_s` after they were scheduled
     open_loop_sends: int = 0
     late_bound_s: float = 0.0
-
-    def reasons(self, late_share: float) -> list[str]:
-        out = []
-        if self.cpu_samples_over_90 >= 2:
-            out.append(f"the load generator's CPU was above 90 % in {self.cpu_samples_over_90} samples (5 s each)")
-        if self.worker_cpu_over_90:
-            out.append("a Locust worker's CPU was above 90 %")
-        if self.open_loop_sends and self.late_sends > late_share * self.open_loop_sends:
-            out.append(
-                f"{self.late_sends} of {self.open_loop_sends} open-loop requests went out more than "
-                f"{self.late_bound_s:g} s after their schedule"
-            )
-        return out
+    sim_late_s: float = 0.0  # the embedded simulator's engine steps: how late they ran in all (each > 5 ms late)
+    sim_span_s: float = 0.0  # over this much of the run
+    sim_late_steps: int = 0
 
 
-class RunStatus(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+class MeasurementPolicy(BaseModel):
+    """How much saturation a measurement tolerates before its latencies are taken to measure the machine (the SLA
+    contract's `measurement` block)."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_cpu_samples_over_90: int = Field(
+        1, ge=0, description="Locust CPU samples (5 s each) above 90 % a run may have; a worker's flag counts as one"
+    )
+    max_late_send_share: float = Field(
+        0.01, ge=0, le=1, description="share of open-loop requests that may go out > 0.25 s after their schedule"
+    )
+    max_simulator_late_share: float = Field(
+        0.02, ge=0, description="the embedded simulator's late engine steps, in all, as a share of the run's time"
+    )
+
+
+def saturation_reasons(s: Saturation, policy: MeasurementPolicy) -> list[str]:
+    out = []
+    cpu = s.cpu_samples_over_90 + int(s.worker_cpu_over_90)  # a worker's flag counts as one sample
+    if cpu > policy.max_cpu_samples_over_90:
+        worker = " (a worker's among them)" if s.worker_cpu_over_90 else ""
+        out.append(f"the load generator's CPU was above 90 % in {cpu} samples of 5 s{worker}")
+    if s.open_loop_sends and s.late_sends > policy.max_late_send_share * s.open_loop_sends:
+        out.append(
+            f"{s.late_sends} of {s.open_loop_sends} open-loop requests went out more than {s.late_bound_s:g} s "
+            "after their schedule"
+        )
+    if s.sim_span_s > 0 and s.sim_late_s > policy.max_simulator_late_share * s.sim_span_s:
+        out.append(
+            f"the simulator's engine steps ran {s.sim_late_s:.2f} s late in all over {s.sim_span_s:.1f} s "
+            f"({s.sim_late_steps} late steps: its CPU was starved)"
+        )
+    if not out:
+        return []
+    return ["saturated: " + "; ".join(out) + " — latencies measure the machine, not the model"]
+
+
+class RunStatus(_Model):
     kind: str = KIND
     schema_version: int = SCHEMA_VERSION
     run_id: str
     records: int
     outcomes: dict[str, int] = Field(default_factory=dict)
     degraded: bool = False
-    lost_workers: dict[str, Any] | list[str] = Field(default_factory=list)  # id → when and what was in flight
+    lost_workers: dict[str, Any] | list[str] = Field(default_factory=list)  # id → when, and what was in flight
     workers_without_final_batch: list[str] = Field(default_factory=list)
     saturation: Saturation = Field(default_factory=Saturation)
 
-    def reasons(self, late_share: float = 0.01) -> list[str]:
+    def reasons(self) -> list[str]:
         out = []
         if self.degraded:
             lost = sorted({*self.lost_workers, *self.workers_without_final_batch})
@@ -74,9 +105,6 @@ class RunStatus(BaseModel):
             out.append(f"{not_sent} scheduled requests were never sent")
         if self.records == 0:
             out.append("the run answered no request (0 records)")
-        saturated = self.saturation.reasons(late_share)
-        if saturated:
-            out.append("saturated: " + "; ".join(saturated) + " — latencies measure the machine, not the model")
         return out
 
 
@@ -98,10 +126,10 @@ def read_run_status(directory: Path) -> RunStatus | None:
     except (UnicodeDecodeError, ValueError) as e:
         raise UserError(f"{path}: not valid JSON ({e}); was it edited by hand?") from None
     kind = data.get("kind", KIND) if isinstance(data, dict) else None  # files of before `kind` was written
-    if kind != KIND or data.get("schema_version") != SCHEMA_VERSION:
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if kind != KIND or version != SCHEMA_VERSION:
         raise UserError(
-            f"{path}: not a {KIND} file of schema_version {SCHEMA_VERSION} "
-            f"(kind {kind!r}, schema_version {data.get('schema_version') if isinstance(data, dict) else None!r})"
+            f"{path}: not a {KIND} file of schema_version {SCHEMA_VERSION} (kind {kind!r}, schema_version {version!r})"
         )
     try:
         return RunStatus.model_validate(data)
@@ -110,30 +138,31 @@ def read_run_status(directory: Path) -> RunStatus | None:
         raise UserError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
 
-def simulator_reasons(directory: Path) -> list[str]:
-    """The embedded simulator's own sign of a starved CPU: engine steps that ran late (its /metrics, as scraped
-    into server_metrics.jsonl). A real vLLM does not export these, so this says nothing about one."""
+def _simulator_figures(directory: Path) -> dict[str, float]:
+    """The embedded simulator's late engine steps over the run (its /metrics, as scraped). A real vLLM does not
+    export these: nothing is said about one."""
     path = directory / SCRAPES
-    if not path.exists():
-        return []
-    scrapes = read_scrapes(path)
+    scrapes = read_scrapes(path) if path.exists() else []
     if len(scrapes) < 2:
-        return []
+        return {}
 
     def rise(name: str) -> float:
         return scrapes[-1].get("counters", {}).get(name, 0.0) - scrapes[0].get("counters", {}).get(name, 0.0)
 
-    span = scrapes[-1]["t"] - scrapes[0]["t"]
-    late_s, late_steps = rise("slabench_sim_engine_late_seconds_total"), rise("slabench_sim_engine_late_steps_total")
-    if span > 0 and late_s > SIM_LATE_SHARE * span:
-        return [
-            f"saturated: the simulator's engine steps ran {late_s:.2f} s late in all over {span:.1f} s "
-            f"({late_steps:.0f} late steps: its CPU was starved) — latencies measure the machine, not the model"
-        ]
-    return []
+    return {
+        "sim_late_s": rise("slabench_sim_engine_late_seconds_total"),
+        "sim_late_steps": int(rise("slabench_sim_engine_late_steps_total")),
+        "sim_span_s": max(0.0, scrapes[-1]["t"] - scrapes[0]["t"]),
+    }
 
 
 def incomplete_reasons(directory: Path) -> list[str]:
-    """Every reason the run in `directory` did not measure what it claims (empty: complete)."""
+    """The facts that keep the run in `directory` from standing for its load (empty: none)."""
     status = read_run_status(directory)
-    return [*(status.reasons() if status else []), *simulator_reasons(directory)]
+    return status.reasons() if status else []
+
+
+def saturation_figures(directory: Path) -> Saturation:
+    status = read_run_status(directory)
+    base = status.saturation if status else Saturation()
+    return base.model_copy(update=_simulator_figures(directory))

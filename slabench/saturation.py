@@ -3,7 +3,7 @@
 Latencies measured on a starved machine measure the machine: a stream's chunks wait in the kernel until the event
 loop gets the CPU back, and an open-loop request goes out late. The watch counts what Locust itself sees (its
 5-second CPU samples above 90 %, per process, and the master's flag for its workers) and how late open-loop requests
-went out; `run_status.json` carries the counts and `slabench.run_status` turns them into the verdict's caveat.
+went out; `run_status.json` carries the counts, and the SLA contract's `measurement` policy judges them.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from slabench.analysis.stats import (
 )
 from slabench.analysis.summary import Estimate, LevelSummary, RunSummary, SweepSummary, load_summary, summary_json
 from slabench.errors import UserError
-from slabench.run_status import incomplete_reasons
+from slabench.run_status import incomplete_reasons, saturation_figures
 
 __all__ = ["SweepSummary", "aggregate", "load_summary", "require_ci", "summary_json"]
 
@@ -209,6 +209,7 @@ def _level(level: int, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None)
             metrics={k: f.value for k, f in m.items()},
             samples={k: f.samples for k, f in m.items()},
             incomplete=incomplete_reasons(src.path.parent),
+            saturation=saturation_figures(src.path.parent),
         )
         for (src, a), m in zip(runs, per_run, strict=True)
     ]

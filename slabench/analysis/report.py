@@ -19,6 +19,7 @@ from rich.table import Table
 from slabench.analysis.aggregate import METHOD
 from slabench.analysis.plots import render_all
 from slabench.analysis.summary import Estimate, SweepSummary, summary_json
+from slabench.run_status import MeasurementPolicy, saturation_reasons
 
 LOW = "†"
 # (metric key, column title, unit): unit "ms" shows seconds as milliseconds, "%" shows a ratio as a percentage.
@@ -304,10 +305,23 @@ def build(
     ]
     if s.warnings:
         sections.insert(1, Section("Warnings", [Para(w) for w in s.warnings]))
-    if s.incomplete:
-        why = "These runs did not measure what they claim; no verdict on them can PASS (exit 4)."
-        sections.insert(1, Section("Measurement incomplete", [Para(why), *[Para(w) for w in s.incomplete]]))
+    flagged = incomplete_runs(s)
+    if flagged:
+        why = (
+            "These runs did not measure what they claim (saturation judged by the default measurement policy; an "
+            "SLA contract may set its own): no verdict on them can PASS, and grading exits 4."
+        )
+        sections.insert(1, Section("Measurement incomplete", [Para(why), *[Para(w) for w in flagged]]))
     return sections
+
+
+def incomplete_runs(s: SweepSummary) -> list[str]:
+    """Why runs of the sweep cannot stand for their load: the facts, and saturation under the default policy."""
+    policy = MeasurementPolicy()
+    return [
+        *s.incomplete,
+        *(f"{where}: {why}" for where, sat in s.saturation for why in saturation_reasons(sat, policy)),
+    ]
 
 
 # -- rendering ---------------------------------------------------------------------------------------------------
@@ -434,7 +448,7 @@ def print_console(summary: SweepSummary, console: Console | None = None) -> None
     if any(e.low_samples for lv in summary.levels for e in lv.metrics.values()):
         con.print(f"{LOW} rests on too few requests (p99 needs 100; see report.md)")
     con.print(f"scaling cliff: {summary.cliff.get('status')} — {summary.cliff.get('message', '')}")
-    for w in summary.incomplete:
+    for w in incomplete_runs(summary):
         con.print(f"[bold red]measurement incomplete[/]: {w}")
     for w in summary.warnings:
         con.print(f"[yellow]warning:[/] {w}")

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 from slabench.errors import UserError
+from slabench.run_status import Saturation
 
 KIND = "slabench.sweep_summary"
 SCHEMA_VERSION = 2
@@ -67,7 +68,8 @@ class RunSummary(_Model):
     error_counts: dict[str, int]
     metrics: dict[str, float | None]
     samples: dict[str, int]
-    incomplete: list[str] = Field(default_factory=list)  # why this run's evidence is incomplete (run_status.json)
+    incomplete: list[str] = Field(default_factory=list)  # why this run cannot stand for its load (run_status.json)
+    saturation: Saturation = Field(default_factory=Saturation)  # how starved the machine was: judged by the grader
 
 
 class LevelSummary(_Model):
@@ -101,10 +103,15 @@ class SweepSummary(_Model):
 
     @property
     def incomplete(self) -> list[str]:
-        """Every run's reason its evidence is incomplete (lost worker, lost records, saturation)."""
+        """Every run's reason it cannot stand for its load (a lost worker, requests not sent, nothing answered)."""
         return [
             f"level {lv.level} run {r.repeat}: {why}" for lv in self.levels for r in lv.runs for why in r.incomplete
         ]
+
+    @property
+    def saturation(self) -> list[tuple[str, Saturation]]:
+        """Every run's saturation figures, for the grader to judge against its contract's policy."""
+        return [(f"level {lv.level} run {r.repeat}", r.saturation) for lv in self.levels for r in lv.runs]
 
 
 def _finite(o: Any) -> Any:

@@ -18,6 +18,7 @@ from pydantic import Field, StringConstraints, create_model, model_validator
 
 from slabench.config import StrictModel, load_model, load_yaml
 from slabench.errors import UserError
+from slabench.run_status import MeasurementPolicy
 from slabench.sla.cost import DeploymentError, ReplicaPrice, replica_price
 from slabench.sla.estimates import Level, LevelEstimates
 from slabench.sla.prices import DEFAULT_PRICES, PriceTable, load_prices
@@ -214,6 +215,11 @@ class Contract(StrictModel):
         1, ge=1, description="fewer repeats than this cap every check at CONDITIONAL (1: a single run may PASS)"
     )
     targets: Targets = Field(default_factory=Targets)  # type: ignore[valid-type]
+    measurement: MeasurementPolicy = Field(
+        default_factory=MeasurementPolicy,
+        description="how much saturation of the load generator (or the embedded simulator) a run may show before "
+        "its latencies are taken to measure the machine: such a run cannot PASS and exits 4",
+    )
     quality: dict[TaskName, QualityFloors] = Field(  # type: ignore[valid-type]
         {}, description="task name → floors, e.g. `verbose: {item_accuracy: {min: 0.85}}`"
     )

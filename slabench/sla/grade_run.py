@@ -19,7 +19,7 @@ from slabench.analysis.aggregate import aggregate
 from slabench.analysis.columns import read_table
 from slabench.analysis.summary import SweepSummary, load_summary
 from slabench.errors import ExitCode, UserError
-from slabench.run_status import incomplete_reasons
+from slabench.run_status import Saturation, incomplete_reasons, saturation_figures, saturation_reasons
 from slabench.sla.contract import LoadedContract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
 from slabench.sla.grade import EXIT_CODES, Verdict, grade
@@ -34,7 +34,8 @@ class RunInput:
     source: str  # what was read, for the verdict
     levels: list[LevelEstimates]
     single_run: bool
-    incomplete: tuple[str, ...] = ()  # why the evidence is incomplete (no PASS, exit 4)
+    incomplete: tuple[str, ...] = ()  # why the run cannot stand for its load (no PASS, exit 4)
+    saturation: tuple[tuple[str, Saturation], ...] = ()  # per run: how starved the machine was (the contract judges)
 
 
 def _is_records(p: Path) -> bool:
@@ -46,7 +47,8 @@ def read_single_run(path: Path, unstaged_level: Level | None = None) -> RunInput
     if table.num_rows == 0:
         raise UserError(f"{path}: no records; nothing to grade (did the run send any request?)")
     levels = levels_from_table(table, unstaged_level)
-    return RunInput(str(path), levels, True, tuple(incomplete_reasons(path.parent)))
+    saturation = (("the run", saturation_figures(path.parent)),)
+    return RunInput(str(path), levels, True, tuple(incomplete_reasons(path.parent)), saturation)
 
 
 def read_run(run_dir: str | Path, unstaged_level: Level | None = None) -> RunInput:
@@ -64,19 +66,25 @@ def read_run(run_dir: str | Path, unstaged_level: Level | None = None) -> RunInp
                 return read_single_run(p / name, unstaged_level)
         summary = aggregate(p)
         source = f"{p} (aggregated)"
-    return RunInput(source, levels_from_summary(summary), False, tuple(summary.incomplete))
+    return _summary_input(source, summary)
+
+
+def _summary_input(source: str, summary: SweepSummary) -> RunInput:
+    return RunInput(source, levels_from_summary(summary), False, tuple(summary.incomplete), tuple(summary.saturation))
 
 
 def grade_summary(loaded: LoadedContract, summary: SweepSummary, source: str) -> Verdict:
     """Grade an aggregated sweep already in memory."""
-    return grade_input(loaded, RunInput(source, levels_from_summary(summary), False, tuple(summary.incomplete)))
+    return grade_input(loaded, _summary_input(source, summary))
 
 
 def grade_input(loaded: LoadedContract, run: RunInput) -> Verdict:
     loaded.check_tasks_ran(run.levels)
+    policy = loaded.contract.measurement
+    saturated = [f"{where}: {why}" for where, s in run.saturation for why in saturation_reasons(s, policy)]
     return grade(
         loaded.contract, loaded.replica, run.levels, source=run.source, sla_file=str(loaded.path),
-        incomplete=run.incomplete,
+        incomplete=[*run.incomplete, *saturated],
     )  # fmt: skip
 
 

@@ -137,3 +137,27 @@ def test_a_degraded_run_cannot_pass(slabench, tmp_path, run_dir):
     v = json.loads((run_dir / "verdict.json").read_text())
     assert v["checks"][0]["status"] == "PASS" and v["verdict"] == "CONDITIONAL"
     assert v["measurement"] == "incomplete" and any("w2" in n for n in v["incomplete"])
+
+
+def test_saturation_is_judged_by_the_contracts_measurement_policy(slabench, tmp_path, run_dir):
+    # The Locust process saw its CPU above 90 % in 3 samples and the simulator's steps ran 1.5 s late over 19.5 s.
+    saturation = {"cpu_samples_over_90": 3, "open_loop_sends": 0}
+    status = {"schema_version": 1, "run_id": "r", "records": 40, "saturation": saturation}
+    (run_dir / "run_status.json").write_text(json.dumps(status))
+    scrape = {"schema_version": 1, "run_id": "r", "gauges": {}, "histograms": {}}
+    lines = [
+        {**scrape, "t": 0.0, "counters": {"slabench_sim_engine_late_seconds_total": 0.0}},
+        {**scrape, "t": 19.5, "counters": {"slabench_sim_engine_late_seconds_total": 1.5,
+                                           "slabench_sim_engine_late_steps_total": 120}},
+    ]  # fmt: skip
+    (run_dir / "server_metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    targets = "  ttft_p95_s: {max: 1}\n"
+    assert slabench(["grade", str(run_dir), "--sla", contract(tmp_path, targets)]) == 4
+    v = json.loads((run_dir / "verdict.json").read_text())
+    assert v["verdict"] == "CONDITIONAL" and v["checks"][0]["status"] == "PASS"
+    (why,) = v["incomplete"]
+    assert "CPU was above 90 % in 3 samples" in why and "1.50 s late in all over 19.5 s" in why
+    # A contract that tolerates both (its own call) grades the same run as PASS.
+    lenient = "measurement: {max_cpu_samples_over_90: 3, max_simulator_late_share: 0.1}\n"
+    assert slabench(["grade", str(run_dir), "--sla", contract(tmp_path, targets, lenient)]) == 0
+    assert json.loads((run_dir / "verdict.json").read_text())["measurement"] == "complete"
