@@ -426,25 +426,30 @@ def write_report(summary: SweepSummary, out_dir: str | Path, verdict: Section | 
 
 
 CONSOLE = ("ttft_p95", "itl_p95", "e2e_p95", "throughput_rps", "output_tokens_per_s", "error_rate", "goodput_rps")
+NARROW = ("ttft_p95", "itl_p95", "throughput_rps", "error_rate")  # what fits 80 columns (a CI log)
 
 
-def console_table(summary: SweepSummary) -> Table:
-    cols = [(k, t, u) for k, t, u in HEADLINE if k in CONSOLE and any(k in lv.metrics for lv in summary.levels)]
+def console_table(summary: SweepSummary, narrow: bool = False) -> Table:
+    keys = NARROW if narrow else CONSOLE
+    cols = [(k, t, u) for k, t, u in HEADLINE if k in keys and any(k in lv.metrics for lv in summary.levels)]
     table = Table(title="per level, across repeats: mean ± std [95% CI]", title_justify="left")
-    for name in ("level", "n", "requests"):
+    for name in ("level", "runs", "requests") if not narrow else ("level",):
         table.add_column(name, justify="right")
     for _, t, u in cols:
         table.add_column(f"{t} ({u})" if u else t, justify="right")
     for lv in summary.levels:
-        table.add_row(
-            str(lv.level), str(lv.n_runs), str(lv.requests), *[across(lv.metrics.get(k), u) for k, _, u in cols]
-        )
+        cells = [across(lv.metrics.get(k), u) for k, _, u in cols]
+        if narrow:  # three short lines per cell: mean, ± std, [interval]
+            first = f"{lv.level}\n{lv.n_runs} × {lv.requests // max(lv.n_runs, 1)}"
+            table.add_row(first, *[c.replace(" ± ", "\n± ") for c in cells])
+        else:
+            table.add_row(str(lv.level), str(lv.n_runs), str(lv.requests), *cells)
     return table
 
 
 def print_console(summary: SweepSummary, console: Console | None = None) -> None:
-    con = console or Console(width=None if Console().is_terminal else 150)  # logs are not 80 columns wide
-    con.print(console_table(summary))
+    con = console or Console()
+    con.print(console_table(summary, narrow=con.width < 120))  # a CI log (not a TTY) is 80 columns
     if any(e.low_samples for lv in summary.levels for e in lv.metrics.values()):
         con.print(f"{LOW} rests on too few requests (p99 needs 100; see report.md)")
     con.print(f"scaling cliff: {summary.cliff.get('status')} — {summary.cliff.get('message', '')}")

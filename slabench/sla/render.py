@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.console import Group
+from rich import box
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -41,18 +42,43 @@ def check_rows(v: Verdict) -> list[list[str]]:
 HEADER = ["check", "verdict", "observed (mean)", "95% CI", "target", "severity", "runs / samples", "reason"]
 
 
-def verdict_table(v: Verdict) -> Group:
+class VerdictView:
     """The console view: headline, the check table, each check's reason, cost arithmetic, capacity, notes. The
-    reasons sit under the table, not in it, so the table stays readable in an 80-column CI log."""
-    table = Table(title=f"SLA {v.contract} at {v.load} — {v.source}")
-    for h in HEADER[:-1]:
-        table.add_column(h, overflow="fold")
-    for row, c in zip(check_rows(v), v.checks, strict=True):
-        table.add_row(row[0], Text(row[1], style=STYLE[c.status]), *row[2:-1])
-    parts: list = [Text(v.summary, style=STYLE[v.status]), table]
-    parts += [Text.assemble((f"{c.status} ", STYLE[c.status]), f"{c.check}: {c.reason}") for c in v.checks]
-    parts += [Text(line) for line in _detail_lines(v)]
-    return Group(*parts)
+    reasons sit under the table, not in it. Narrower than 120 columns (a CI log is 80), each check takes two lines
+    of one column instead of a wide row, so no metric name is wrapped."""
+
+    def __init__(self, v: Verdict) -> None:
+        self.v = v
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        v = self.v
+        yield Text(v.summary, style=STYLE[v.status])
+        yield self._narrow() if options.max_width < 120 else self._wide()
+        for c in v.checks:
+            yield Text.assemble((f"{c.status} ", STYLE[c.status]), f"{c.check}: {c.reason}")
+        for line in _detail_lines(v):
+            yield Text(line)
+
+    def _wide(self) -> Table:
+        table = Table(title=f"SLA {self.v.contract} at {self.v.load} — {self.v.source}")
+        for h in HEADER[:-1]:
+            table.add_column(h, overflow="fold")
+        for row, c in zip(check_rows(self.v), self.v.checks, strict=True):
+            table.add_row(row[0], Text(row[1], style=STYLE[c.status]), *row[2:-1])
+        return table
+
+    def _narrow(self) -> Table:
+        table = Table(title=f"SLA {self.v.contract} at {self.v.load}", box=box.SIMPLE_HEAD, title_justify="left")
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("check: observed [95% CI] vs target (runs / samples)")
+        for c in self.v.checks:
+            figure = f"{fmt(c.observed, c.unit)} [{_interval(c)}] vs {_target(c)} ({c.severity}; {_n(c)})"
+            table.add_row(Text(str(c.status), style=STYLE[c.status]), f"{c.check}\n  {figure}")
+        return table
+
+
+def verdict_table(v: Verdict) -> VerdictView:
+    return VerdictView(v)
 
 
 def _detail_lines(v: Verdict) -> list[str]:

@@ -108,3 +108,12 @@ def test_one_repeat_says_no_ci(tmp_path):
     assert "(n=1, no CI)" in across(s.level(1).metrics["ttft_p95"], "ms")
     md = write_report(s, tmp_path / "out")["markdown"].read_text()
     assert "n=1, no CI" in md
+
+
+def test_the_console_summary_fits_an_80_column_ci_log(summary):
+    buf = io.StringIO()
+    print_console(summary, Console(file=buf, width=80))
+    lines = buf.getvalue().splitlines()
+    table = lines[: next(i for i, line in enumerate(lines) if line.startswith("scaling cliff"))]
+    assert max(len(line) for line in table) <= 80
+    assert any("TTFT p95 (ms)" in line for line in table)  # a header kept whole, not one word a line

@@ -35,14 +35,12 @@ quality:
 def test_the_example_contract_loads_and_prices():
     lc = load_contract(EXAMPLE)
     c = lc.contract
-    assert c.load.concurrency == 16 and c.deployment.instance_type == "g6e.xlarge"
-    assert lc.region == "us-east-1" and lc.replica.total_usd_per_hour == pytest.approx(1.861)
+    assert c.load.concurrency == 16 and c.deployment.instance_type == "g7e.2xlarge"
+    assert lc.region == "us-east-1" and lc.replica.total_usd_per_hour == pytest.approx(3.36312)
     names = [s.name for s in c.checks()]
     assert {"ttft_p95_s", "itl_p95_s", "tpot_p95_s", "e2e_p95_s", "error_rate", "throughput_rps"} <= set(names)
     assert {"output_tokens_per_s", "cost_per_million_output_tokens_usd"} <= set(names)
-    assert {f"quality.verbose.{m}" for m in ("item_accuracy", "autofail_recall", "pass_agreement", "parse_rate")} <= (
-        set(names)
-    )
+    assert {f"quality.terse.{m}" for m in ("item_accuracy", "pass_agreement", "parse_rate")} <= set(names)
     assert c.capacity.target_load_rps == 103
 
 
