@@ -214,7 +214,8 @@ def proportion_interval(counts: Sequence[tuple[float, float]], confidence: float
     alpha = 1.0 - confidence
     low = 0.0 if ke <= 0 else beta_ppf(alpha / 2.0, ke, ne - ke + 1.0)
     high = 1.0 if ke >= ne else beta_ppf(1.0 - alpha / 2.0, ke + 1.0, ne - ke)
-    method = "clopper-pearson on pooled counts" + (f", widened by overdispersion φ = {phi:.3g}" if phi > 1 else "")
+    widened = f", widened by overdispersion φ = {phi:.3g}" if phi >= 1.005 else ""  # (the counts are divided anyway)
+    method = "clopper-pearson on pooled counts" + widened
     return ProportionInterval(k / n, low, high, phi, method)
 
 
