@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from slabench import yamlio
 from slabench.errors import UserError
 from slabench.weights.s3 import S3Url, parse_s3_url
 
@@ -114,7 +113,7 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
 
 def _values_mention(files: tuple[Path, ...], key: str) -> bool:
     for f in files:
-        data = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+        data = yamlio.load_data(f) or {}
         if isinstance(data, dict) and key in data:
             return True
     return False
@@ -134,12 +133,7 @@ def merge_values(base: dict, override: dict) -> dict:
 def load_values_files(files: tuple[Path, ...]) -> dict:
     merged: dict = {}
     for f in files:
-        try:
-            data = yaml.safe_load(f.read_text(encoding="utf-8"))
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f":{mark.line + 1}" if mark else ""
-            raise UserError(f"{f}{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
+        data = yamlio.load_data(f)
         if data is None:
             continue
         if not isinstance(data, dict):

@@ -83,3 +83,13 @@ def test_a_bad_contract_exits_3_before_any_load(simulator, tmp_path):
     assert res.returncode == 3
     assert "sla.yaml:6: targets.eror_rate: unknown key" in res.stderr
     assert not records.exists()
+
+
+def test_a_second_targets_block_exits_3_before_any_load_not_pass(simulator, tmp_path):
+    """YAML keeps the last of two equal keys: the lenient second `targets:` would have turned this FAIL into PASS."""
+    url = simulator(*FAST)
+    doubled = FAILS + "targets:\n  ttft_p95_s: {max: 2.0}\n"
+    res, records = locust(tmp_path, url, write(tmp_path, doubled))
+    assert res.returncode == 3, res.stderr[-3000:]
+    assert "sla.yaml:9: duplicate key 'targets' (first at line 4)" in res.stderr
+    assert not records.exists()
