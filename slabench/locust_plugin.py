@@ -36,6 +36,7 @@ from slabench import metrics
 from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url
 from slabench.errors import UserError
 from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.schema import RUN_STATUS
 from slabench.sim.cli import EMBEDDED_NICE, add_sim_options, sim_args_to_argv
 from slabench.sinks import JsonlSink, RecordSink, open_sink
 
@@ -320,7 +321,7 @@ class RecordHub:
         """`run_status.json` beside the records: counts, and whether the run is degraded (a worker was lost)."""
         missing = self.missing_finals
         status = {
-            "schema_version": 1,
+            **RUN_STATUS.stamp(),
             "run_id": self.run_id,
             "records": self.sink.count,
             "outcomes": {str(k): v for k, v in self.outcomes.items()},

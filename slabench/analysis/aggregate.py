@@ -36,8 +36,9 @@ from slabench.analysis.columns import RunArrays, read_table, run_arrays
 from slabench.analysis.figures import Slo, metric_values, quantile_of
 from slabench.analysis.stats import CONFIDENCE, MIN_SAMPLES, PERCENTILE_METHOD, min_samples_for, spread
 from slabench.errors import UserError
+from slabench.schema import SUMMARY, SWEEP, SWEEP_RUN
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = SUMMARY.major
 RECORD_FILES = ("records.jsonl", "records.parquet")
 
 
@@ -139,8 +140,7 @@ class SweepSummary:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SweepSummary:
         """Read a summary.json back (fields added by later schema versions are ignored)."""
-        if d.get("kind") != "slabench.sweep_summary":
-            raise UserError("not a slabench sweep summary (no kind: slabench.sweep_summary)")
+        SUMMARY.check(d, "summary")
         levels = [
             LevelSummary(
                 level=lv["level"],
@@ -191,15 +191,6 @@ class RunSource:
     table: pa.Table | None = None  # already read (stepped single-file layout)
 
 
-def _read_json(p: Path) -> dict | None:
-    if not p.exists():
-        return None
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise UserError(f"{p}: not valid JSON ({e}); was it edited by hand?") from None
-
-
 def _int_dirs(p: Path) -> list[tuple[int, Path]]:
     out = []
     for d in p.iterdir():
@@ -220,11 +211,11 @@ def discover(run_dir: Path, warmup_s: float | None, warnings: list[str]) -> tupl
         return _stepped(run_dir, warmup_s), None
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such directory; pass a sweep directory (runs/<sweep-id>) or a records file")
-    sweep = _read_json(run_dir / "sweep.json")
+    sweep = SWEEP.read_json(run_dir / "sweep.json", missing_ok=True)
     sources = []
     for level, ldir in _int_dirs(run_dir):
         for repeat, rdir in _int_dirs(ldir):
-            manifest = _read_json(rdir / "manifest.json")
+            manifest = SWEEP_RUN.read_json(rdir / "manifest.json", missing_ok=True)
             status = (manifest or {}).get("status", "complete")
             where = f"{level}/{repeat}"
             if status != "complete":
@@ -395,7 +386,4 @@ def summary_json(summary: SweepSummary) -> str:
 
 def load_summary(path: str | Path) -> SweepSummary:
     p = Path(path)
-    data = _read_json(p)
-    if data is None:
-        raise UserError(f"{p}: no such summary file")
-    return SweepSummary.from_dict(data)
+    return SweepSummary.from_dict(SUMMARY.read_json(p))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slabench.errors import UserError
+from slabench.schema import RUN_STATUS, SUMMARY
 from slabench.sinks import read_records
 from slabench.sla.contract import LoadedContract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
@@ -38,11 +39,8 @@ class RunInput:
 def _degraded(records_path: Path) -> str | None:
     """The Locust bridge writes run_status.json beside the records; a lost worker means lost records."""
     status_path = records_path.parent / "run_status.json"
-    try:
-        status = json.loads(status_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(status, dict) or not status.get("degraded"):
+    status = RUN_STATUS.read_json(status_path, missing_ok=True)  # another version may say "degraded" otherwise
+    if status is None or not status.get("degraded"):
         return None
     lost = status.get("lost_workers") or status.get("workers_without_final_batch") or []
     return f"the run is degraded ({status_path}): records of lost worker(s) {lost} are missing"
@@ -81,10 +79,7 @@ def read_run(run_dir: str | Path, unstaged_level: Level | None = None) -> RunInp
         return read_single_run(p, unstaged_level)
     summary = p / "summary.json"
     if summary.is_file():
-        try:
-            data = json.loads(summary.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise UserError(f"{summary}:{e.lineno}: not valid JSON ({e.msg})") from None
+        data = SUMMARY.read_json(summary)
         return RunInput(str(summary), levels_from_summary(data, str(summary)), False)
     for name in RECORD_NAMES:
         if (p / name).exists():

@@ -100,7 +100,7 @@ def summary_dir(tmp_path, name, ttft_mean, thr_mean):
                                     "ci95_high": thr_mean * 110, "samples": 600},
         },
     }  # fmt: skip
-    (d / "summary.json").write_text(json.dumps({"schema_version": 1, "levels": [lv]}))
+    (d / "summary.json").write_text(json.dumps({"kind": "slabench.sweep_summary", "schema_version": 1, "levels": [lv]}))
     return d
 
 
