@@ -39,6 +39,12 @@ def add_options(parser: Any) -> None:
         help="grade the run against this SLA contract at the end; exit 0 PASS, 1 CONDITIONAL, 2 FAIL, 3 bad input",
     )
     g.add_argument(
+        "--sla-merge-runs",
+        action="store_true",
+        default=False,
+        help="grade every run in the records file as one (with --append; default: refuse a file of several runs)",
+    )
+    g.add_argument(
         "--sla-allow-conditional",
         action="store_true",
         default=False,
@@ -77,7 +83,8 @@ class SlaHook:
             log.error("slabench sla: no records to grade (expected %s); FAIL", path)
             return 2
         try:
-            verdict = grade_input(self.loaded, read_single_run(path, self.run_level()))
+            merge = self.env.parsed_options.sla_merge_runs
+            verdict = grade_input(self.loaded, read_single_run(path, self.run_level(), merge))
         except UserError as e:
             log.error("slabench sla: %s", e)
             return UserError.exit_code
@@ -100,6 +107,7 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
 
     try:
         loaded = load_contract(opts.sla)
+        _check_one_run(opts)
     except UserError as e:
         log.error("slabench sla: %s", e)
         raise SystemExit(UserError.exit_code) from None
@@ -108,6 +116,19 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     if not getattr(hooks, "_slabench_sla_grader", False):  # once per hooks object, after every install()
         hooks._slabench_sla_grader = True
         hooks.test_stop.add_listener(_on_test_stop)
+
+
+def _check_one_run(opts: Any) -> None:
+    """Before any load: appending to a file of earlier runs would end in a verdict over all of them; say so now."""
+    from slabench.locust_plugin import planned_records_path
+    from slabench.sinks import has_records
+
+    path = planned_records_path(opts.records, opts.run_id)
+    if opts.append and not opts.sla_merge_runs and path is not None and has_records(path):
+        raise UserError(
+            f"--append to {path} with --sla: the verdict would be over the earlier runs' records too — pass "
+            "--sla-merge-runs to grade them all as one run, or a new --records path"
+        )
 
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:

@@ -130,6 +130,14 @@ def open_sink(path: str | Path) -> RecordSink:
     raise UserError(f"--records {p}: use a .jsonl or .parquet path")
 
 
+def has_records(path: str | Path) -> bool:
+    """A records path that already holds something: a non-empty JSON Lines file, or a Parquet directory with parts."""
+    p = Path(path)
+    if p.is_dir():
+        return any(p.glob("part-*.parquet"))
+    return p.is_file() and p.stat().st_size > 0
+
+
 def read_records(path: str | Path) -> list[RequestRecord]:
     """Read records from a .jsonl file or a .parquet file/directory. A JSONL file cut mid-line by a killed run
     loses only that last partial line; any other bad line, and a record of another schema, is an error naming the

@@ -50,10 +50,17 @@ def _is_records(p: Path) -> bool:
     return p.suffix in (".jsonl", ".ndjson", ".parquet") and p.exists()
 
 
-def read_single_run(path: Path, unstaged_level: Level | None = None) -> RunInput:
+def read_single_run(path: Path, unstaged_level: Level | None = None, merge_runs: bool = False) -> RunInput:
     records = read_records(path)
     if not records:
         raise UserError(f"{path}: no records; nothing to grade (did the run send any request?)")
+    run_ids = sorted({r.run_id for r in records})
+    if len(run_ids) > 1 and not merge_runs:  # e.g. a --records path reused with --append
+        shown = ", ".join(run_ids[:5]) + (f", … ({len(run_ids) - 5} more)" if len(run_ids) > 5 else "")
+        raise UserError(
+            f"{path}: holds {len(run_ids)} runs ({shown}); a verdict is about one run — grade each run's own records, "
+            "or grade them as one with --merge-runs (locust: --sla-merge-runs)"
+        )
     return RunInput(str(path), levels_from_records(records, unstaged_level), True, _degraded(path))
 
 
@@ -71,19 +78,19 @@ def _aggregate(run_dir: Path) -> RunInput:
     return RunInput(f"{run_dir} (aggregated)", levels_from_summary(summary, str(run_dir)), False)
 
 
-def read_run(run_dir: str | Path, unstaged_level: Level | None = None) -> RunInput:
+def read_run(run_dir: str | Path, unstaged_level: Level | None = None, merge_runs: bool = False) -> RunInput:
     p = Path(run_dir)
     if not p.exists():
         raise UserError(f"{p}: no such run directory")
     if _is_records(p) and not (p / "summary.json").exists():
-        return read_single_run(p, unstaged_level)
+        return read_single_run(p, unstaged_level, merge_runs)
     summary = p / "summary.json"
     if summary.is_file():
         data = SUMMARY.read_json(summary)
         return RunInput(str(summary), levels_from_summary(data, str(summary)), False)
     for name in RECORD_NAMES:
         if (p / name).exists():
-            return read_single_run(p / name, unstaged_level)
+            return read_single_run(p / name, unstaged_level, merge_runs)
     return _aggregate(p)
 
 
@@ -94,12 +101,15 @@ def grade_input(loaded: LoadedContract, run: RunInput) -> Verdict:
     )
 
 
-def grade_run_dir(run_dir: str | Path, sla: str | Path | LoadedContract, instance_type: str | None = None) -> Verdict:
-    """Load the contract (unless given loaded) and the run, and grade. Raises UserError on bad input."""
+def grade_run_dir(
+    run_dir: str | Path, sla: str | Path | LoadedContract, instance_type: str | None = None, merge_runs: bool = False
+) -> Verdict:
+    """Load the contract (unless given loaded) and the run, and grade. Raises UserError on bad input; a records file
+    holding several runs is graded as one only with `merge_runs`."""
     loaded = sla if isinstance(sla, LoadedContract) else load_contract(sla)
     if instance_type:
         loaded = loaded.with_instance_type(instance_type)
-    return grade_input(loaded, read_run(run_dir))
+    return grade_input(loaded, read_run(run_dir, merge_runs=merge_runs))
 
 
 def exit_code(verdict: Verdict) -> int:
