@@ -51,7 +51,24 @@ SHIP_INTERVAL_S = 0.5
 FINAL_WAIT_S = 30.0
 
 
+def usage_errors_exit_3(parser: Any) -> None:
+    """Locust's argparse exits 2 on a usage error (a misspelt option, a bad value), and 2 is an SLA FAIL to CI: with
+    slabench loaded such a mistake exits 3, bad input, with Locust's own message and spelling hint."""
+    locust_error = parser.error
+
+    def error(message: str) -> None:
+        try:
+            locust_error(message)
+        except SystemExit as e:
+            if e.code == 2:
+                raise SystemExit(UserError.exit_code) from None
+            raise
+
+    parser.error = error
+
+
 def add_options(parser: Any) -> None:
+    usage_errors_exit_3(parser)
     g = parser.add_argument_group("slabench (LLM endpoint)")
     records = g.add_argument(
         "--records", default="", help="record file (.jsonl or .parquet); default runs/<run-id>/records.jsonl"

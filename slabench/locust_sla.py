@@ -6,8 +6,9 @@ stops and sets the process exit code, for CI users who never run the sweep.
   run's records are graded (`sla.single_run`: one run, so every verdict says "single run"), the verdict is logged
   line by line and written as ``verdict.json`` / ``verdict.md`` beside the records.
 - Exit code: 0 PASS, 1 CONDITIONAL (0 with ``--sla-allow-conditional``), 2 FAIL, 3 invalid input (e.g. a quality
-  floor for a task the run did not grade). With ``--sla`` the contract decides: it replaces Locust's own
-  "any failed request → 1" rule (the contract's error_rate is the judge of errors).
+  floor for a task the run did not grade; a misspelt Locust option, see `locust_plugin.usage_errors_exit_3`).
+  With ``--sla`` the contract decides: it replaces Locust's own "any failed request → 1" rule (the contract's
+  error_rate is the judge of errors).
 - The load: records stamped by a shape carry their level; a plain run's records do not, so the run is taken to be
   at concurrency ``-u`` (without a shape) — a contract for another load then has no data and FAILS, honestly.
 
