@@ -106,9 +106,22 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
         raise UserError("--sweep: a sweep run needs the sweep config file (--kind sweep --sweep sweep.yaml)")
     if plan.sla is None and not _values_mention(plan.locust_values_files, "config"):
         raise UserError("--sla: the run is graded against an SLA contract — pass --sla sla.yaml")
+    _check_contents(plan)
     if not dry_run and plan.results is None:
         raise UserError("--results-s3: give s3://BUCKET/PREFIX/ so the Job's records and report can be fetched")
     return plan
+
+
+def _check_contents(plan: DeployPlan) -> None:
+    """The contract and sweep config are checked here as the Job would check them, so a bad one never reaches the
+    cluster (the sweep's locustfile is resolved inside the suite image, not here)."""
+    from slabench.sla.contract import load_contract
+    from slabench.sweep.config import load_sweep
+
+    if plan.sla is not None:
+        load_contract(plan.sla)
+    if plan.sweep is not None:
+        load_sweep(plan.sweep, check_locustfile=False)
 
 
 def _values_mention(files: tuple[Path, ...], key: str) -> bool:
