@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from slabench.schema import RECORD, SWEEP_RUN  # noqa: E402 (after the path insert)
+
 WALL0 = 1_700_000_000.0
 
 
@@ -65,6 +67,7 @@ def make_run(level: int, repeat: int, n: int, tokens: int, rng: random.Random) -
                 "outcome": "ok" if ok else "error",
                 "error_category": None if ok else "http_5xx",
                 "http_status": 200 if ok else 503,
+                **RECORD.stamp(),
             }
         )
     return rows
@@ -95,7 +98,8 @@ def generate(root: Path, fmt: str, levels: int, repeats: int, n: int, tokens: in
                 p.mkdir()
                 pq.write_table(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), p / "part-00000.parquet")
                 size += sum(f.stat().st_size for f in p.iterdir())
-            (d / "manifest.json").write_text(json.dumps({"status": "complete", "warmup_s": 5.0}))
+            manifest = {**SWEEP_RUN.stamp(), "status": "complete", "warmup_s": 5.0}
+            (d / "manifest.json").write_text(json.dumps(manifest))
     return size
 
 

@@ -1,6 +1,7 @@
 """YAML config → strict pydantic models, with errors that name the file, line and field.
 
-Every YAML file the project reads goes through `load_model`, so one mistake reads the same everywhere:
+Every YAML file the project reads goes through `load_model` (parsed by `slabench.yamlio`, which also refuses
+duplicate keys), so one mistake reads the same everywhere:
 ``sla.yaml:12: targets.ttft_p95_s: Input should be greater than 0 (got -1)``.
 """
 
@@ -9,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from slabench import yamlio
 from slabench.errors import UserError
 
 M = TypeVar("M", bound=BaseModel)
@@ -21,20 +22,6 @@ class StrictModel(BaseModel):
     """Base for every config model: unknown keys are errors, values are immutable after load."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _line_index(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
-    """Map each key/index path in a composed YAML document to its 1-based line."""
-    lines = {path: node.start_mark.line + 1}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            sub = (*path, key_node.value)
-            lines.update(_line_index(value_node, sub))
-            lines[sub] = key_node.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            lines.update(_line_index(item, (*path, i)))
-    return lines
 
 
 def _nearest_line(lines: dict[tuple, int], loc: tuple) -> int | None:
@@ -65,22 +52,9 @@ def format_validation_error(err: ValidationError, source: str, lines: dict[tuple
 
 
 def load_yaml(path: str | Path) -> tuple[Any, dict[tuple, int]]:
-    """Parse a YAML file; return its data and a path→line index. Raises UserError with the line on syntax errors."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{p}: file not found") from None
-    except OSError as e:
-        raise UserError(f"{p}: cannot read ({e.strerror})") from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise UserError(f"{p}{line}: invalid YAML: {getattr(e, 'problem', e)}") from None
-    return data, (_line_index(node) if node is not None else {})
+    """Parse a YAML file; return its data and a path→line index. Every problem (a duplicate key, bad bytes, a syntax
+    error) is a one-line UserError naming the file and line."""
+    return yamlio.load_file(path)
 
 
 def load_model(path: str | Path, model: type[M]) -> M:

@@ -39,6 +39,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="TYPE",
         help="price RUN_DIR as this instance type instead of the contract's (give once per RUN_DIR)",
     )
+    p.add_argument(
+        "--merge-runs",
+        action="store_true",
+        help="grade a records file that holds several runs (e.g. written with locust --append) as one run",
+    )
     p.add_argument("--no-write", action="store_true", help="do not write verdict.json / verdict.md")
     p.add_argument("--json", action="store_true", help="print verdict.json to stdout instead of the table")
     p.set_defaults(func=run)
@@ -61,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     verdicts = []
     for run_dir, itype in zip(args.run_dirs, types, strict=True):
-        verdict = grade_run_dir(run_dir, loaded, itype)
+        verdict = grade_run_dir(run_dir, loaded, itype, merge_runs=args.merge_runs)
         verdicts.append(verdict)
         if not args.json:
             console.print(verdict_table(verdict))

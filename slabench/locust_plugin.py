@@ -39,7 +39,7 @@ from slabench.record import ErrorCategory, Outcome, RequestRecord
 from slabench.run_status import MeasurementPolicy, RunStatus, saturation_reasons, write_run_status
 from slabench.saturation import SaturationWatch
 from slabench.sim.cli import EMBEDDED_NICE, add_sim_options, sim_args_to_argv
-from slabench.sinks import JsonlSink, RecordSink, open_sink
+from slabench.sinks import JsonlSink, RecordSink, has_records, open_sink
 
 log = logging.getLogger("slabench")
 
@@ -52,12 +52,38 @@ SHIP_INTERVAL_S = 0.5
 FINAL_WAIT_S = 30.0
 
 
+def usage_errors_exit_3(parser: Any) -> None:
+    """Locust's argparse exits 2 on a usage error (a misspelt option, a bad value), and 2 is an SLA FAIL to CI: with
+    slabench loaded such a mistake exits 3, bad input, with Locust's own message and spelling hint."""
+    locust_error = parser.error
+
+    def error(message: str) -> None:
+        try:
+            locust_error(message)
+        except SystemExit as e:
+            if e.code == 2:
+                raise SystemExit(UserError.exit_code) from None
+            raise
+
+    parser.error = error
+
+
 def add_options(parser: Any) -> None:
+    usage_errors_exit_3(parser)
     g = parser.add_argument_group("slabench (LLM endpoint)")
-    g.add_argument(
+    records = g.add_argument(
         "--records", default="", help="record file (.jsonl or .parquet); default runs/<run-id>/records.jsonl"
     )
-    g.add_argument("--run-id", default="", help="run id (default: time-based, new for every test start)")
+    run_id = g.add_argument("--run-id", default="", help="run id (default: time-based, new for every test start)")
+    append = g.add_argument(
+        "--append",
+        action="store_true",
+        default=False,
+        help="add this run to a --records file that already holds records (default: refuse it; grading several runs "
+        "as one then needs --merge-runs)",
+    )
+    for action in (records, run_id, append):  # in the web UI's start form too (a group's options are not, by default)
+        action.include_in_web_ui = True
     g.add_argument("--model", default="", help="model name (default: the first one the server lists at /v1/models)")
     g.add_argument("--endpoint", choices=["chat", "completions"], default="chat", help="OpenAI API to call")
     g.add_argument("--max-tokens", type=int, default=256, help="max_tokens per request")
@@ -82,6 +108,24 @@ def add_options(parser: Any) -> None:
     )
     s = parser.add_argument_group("slabench embedded simulator (used when no --host is given)")
     add_sim_options(s, prefix="sim-")
+
+
+def planned_records_path(records: str, run_id: str) -> Path | None:
+    """Where a run will write its records (None: a fresh default path, from a new run id)."""
+    if records:
+        return Path(records)
+    return Path("runs") / run_id / "records.jsonl" if run_id else None
+
+
+def check_records_path(records: str, run_id: str, append: bool) -> None:
+    """Before any load: a records path that already holds records would hold two runs, which `slabench grade` takes
+    for one; refused unless appending is asked for."""
+    path = planned_records_path(records, run_id)
+    if path is not None and not append and has_records(path):
+        raise UserError(
+            f"--records {path}: already holds records of an earlier run — give a new path, or --append to add this "
+            "run to it"
+        )
 
 
 def new_run_id() -> str:
@@ -449,6 +493,12 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     environment.slabench = hub
     if isinstance(runner, WorkerRunner):
         return
+    opts = environment.parsed_options
+    try:
+        check_records_path(opts.records, opts.run_id, opts.append)
+    except UserError as e:
+        log.error("slabench: %s", e)
+        raise SystemExit(UserError.exit_code) from None
     if environment.host:
         try:
             parse_base_url(environment.host)

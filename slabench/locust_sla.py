@@ -6,8 +6,9 @@ stops and sets the process exit code, for CI users who never run the sweep.
   run's records are graded (`sla.single_run`: one run, so every verdict says "single run"), the verdict is logged
   line by line and written as ``verdict.json`` / ``verdict.md`` beside the records.
 - Exit code: 0 PASS, 1 CONDITIONAL (0 with ``--sla-allow-conditional``), 2 FAIL, 3 invalid input (e.g. a quality
-  floor for a task the run did not grade). With ``--sla`` the contract decides: it replaces Locust's own
-  "any failed request → 1" rule (the contract's error_rate is the judge of errors).
+  floor for a task the run did not grade; a misspelt Locust option, see `locust_plugin.usage_errors_exit_3`).
+  With ``--sla`` the contract decides: it replaces Locust's own "any failed request → 1" rule (the contract's
+  error_rate is the judge of errors).
 - The load: records stamped by a shape carry their level; a plain run's records do not, so the run is taken to be
   at concurrency ``-u`` (without a shape) — a contract for another load then has no data and FAILS, honestly.
 
@@ -37,6 +38,12 @@ def add_options(parser: Any) -> None:
         default="",
         metavar="FILE",
         help="grade the run against this SLA contract at the end; exit 0 PASS, 1 CONDITIONAL, 2 FAIL, 3 bad input",
+    )
+    g.add_argument(
+        "--sla-merge-runs",
+        action="store_true",
+        default=False,
+        help="grade every run in the records file as one (with --append; default: refuse a file of several runs)",
     )
     g.add_argument(
         "--sla-allow-conditional",
@@ -77,7 +84,8 @@ class SlaHook:
             log.error("slabench sla: no records to grade (expected %s); FAIL", path)
             return 2
         try:
-            verdict = grade_input(self.loaded, read_single_run(path, self.run_level()))
+            merge = self.env.parsed_options.sla_merge_runs
+            verdict = grade_input(self.loaded, read_single_run(path, self.run_level(), merge))
         except UserError as e:
             log.error("slabench sla: %s", e)
             return UserError.exit_code
@@ -100,6 +108,7 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
 
     try:
         loaded = load_contract(opts.sla)
+        _check_one_run(opts)
     except UserError as e:
         log.error("slabench sla: %s", e)
         raise SystemExit(UserError.exit_code) from None
@@ -108,6 +117,19 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     if not getattr(hooks, "_slabench_sla_grader", False):  # once per hooks object, after every install()
         hooks._slabench_sla_grader = True
         hooks.test_stop.add_listener(_on_test_stop)
+
+
+def _check_one_run(opts: Any) -> None:
+    """Before any load: appending to a file of earlier runs would end in a verdict over all of them; say so now."""
+    from slabench.locust_plugin import planned_records_path
+    from slabench.sinks import has_records
+
+    path = planned_records_path(opts.records, opts.run_id)
+    if opts.append and not opts.sla_merge_runs and path is not None and has_records(path):
+        raise UserError(
+            f"--append to {path} with --sla: the verdict would be over the earlier runs' records too — pass "
+            "--sla-merge-runs to grade them all as one run, or a new --records path"
+        )
 
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:

@@ -1,7 +1,8 @@
 """`RequestRecord`: the one record every measured request becomes (DESIGN.md, "The one record").
 
 Raw timestamps only (monotonic `time.perf_counter()` seconds, plus one wall-clock anchor); every metric is derived in
-`slabench.metrics`. Records are frozen and versioned; the schema only gains fields.
+`slabench.metrics`. Records are frozen and versioned (`kind`, `schema_version`, `schema_minor`: see slabench.schema);
+the schema only gains fields, and a record of another major version, or one missing a required field, is refused.
 """
 
 from __future__ import annotations
@@ -11,7 +12,14 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_VERSION = 1
+from slabench.schema import RECORD
+
+SCHEMA_VERSION = RECORD.major
+REQUIRED = ("run_id", "request_id", "outcome")  # never defaulted: a record without them is not one
+
+
+class RecordError(ValueError):
+    """A row that is not a record this slabench can read; the message is complete (the reader adds where)."""
 
 
 class Outcome(enum.StrEnum):
@@ -94,6 +102,8 @@ class RequestRecord:
     pass_agree: bool | None = None
     score_abs_error: float | None = None
     schema_version: int = SCHEMA_VERSION
+    schema_minor: int = RECORD.minor
+    kind: str = RECORD.kind
 
     @property
     def stage(self) -> Stage:
@@ -111,14 +121,24 @@ class RequestRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
-        """Inverse of to_dict. Unknown keys (from a newer schema) are ignored, missing ones take defaults."""
-        kw = {k: v for k, v in d.items() if k in _FIELD_NAMES}
+        """Inverse of to_dict. Raises RecordError for a row of another kind or major version, or one missing a
+        required field. Fields of a newer minor version are ignored, and optional fields missing take their
+        defaults; the record is then one of this slabench's schema (its own kind and version)."""
+        if (why := RECORD.problem(d)) is not None:
+            raise RecordError(why)
+        missing = [k for k in REQUIRED if d.get(k) is None]
+        if missing:
+            raise RecordError(f"required field(s) {', '.join(missing)} missing — not a complete request record")
+        kw = {k: v for k, v in d.items() if k in _FIELD_NAMES and k not in _IDENTITY}
         kw["chunk_times"] = tuple(kw.get("chunk_times") or ())
         if kw.get("chunk_tokens") is not None:
             kw["chunk_tokens"] = tuple(int(x) for x in kw["chunk_tokens"])
-        kw["outcome"] = Outcome(kw.get("outcome", "ok"))
-        if kw.get("error_category") is not None:
-            kw["error_category"] = ErrorCategory(kw["error_category"])
+        try:
+            kw["outcome"] = Outcome(kw["outcome"])
+            if kw.get("error_category") is not None:
+                kw["error_category"] = ErrorCategory(kw["error_category"])
+        except ValueError as e:
+            raise RecordError(f"not a valid record ({e})") from None
         return cls(**kw)
 
     def replace(self, **changes: Any) -> RequestRecord:
@@ -127,3 +147,4 @@ class RequestRecord:
 
 _FIELDS = dataclasses.fields(RequestRecord)
 _FIELD_NAMES = frozenset(f.name for f in _FIELDS)
+_IDENTITY = frozenset(RECORD.stamp())

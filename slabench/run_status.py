@@ -13,19 +13,17 @@ A run with any reason never PASSes and exits 4 (`ExitCode.INCOMPLETE`).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from slabench.errors import UserError
+from slabench.schema import RUN_STATUS
 from slabench.scrape import FILE_NAME as SCRAPES
 from slabench.scrape import read_scrapes
 
 FILE_NAME = "run_status.json"
-KIND = "slabench.run_status"
-SCHEMA_VERSION = 1
 
 
 class _Model(BaseModel):
@@ -85,10 +83,11 @@ def saturation_reasons(s: Saturation, policy: MeasurementPolicy) -> list[str]:
 
 
 class RunStatus(_Model):
-    kind: str = KIND
-    schema_version: int = SCHEMA_VERSION
-    run_id: str
-    records: int
+    kind: str = RUN_STATUS.kind
+    schema_version: int = RUN_STATUS.major
+    schema_minor: int = RUN_STATUS.minor
+    run_id: str = ""
+    records: int | None = None  # None: a file of before the count was written
     outcomes: dict[str, int] = Field(default_factory=dict)
     degraded: bool = False
     lost_workers: dict[str, Any] | list[str] = Field(default_factory=list)  # id → when, and what was in flight
@@ -119,18 +118,9 @@ def write_run_status(directory: Path, status: RunStatus) -> Path:
 def read_run_status(directory: Path) -> RunStatus | None:
     """The run's status, None when the run left none (a run of an older slabench, or not a Locust run)."""
     path = directory / FILE_NAME
-    try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    data = RUN_STATUS.read_json(path, missing_ok=True)
+    if data is None:
         return None
-    except (UnicodeDecodeError, ValueError) as e:
-        raise UserError(f"{path}: not valid JSON ({e}); was it edited by hand?") from None
-    kind = data.get("kind", KIND) if isinstance(data, dict) else None  # files of before `kind` was written
-    version = data.get("schema_version") if isinstance(data, dict) else None
-    if kind != KIND or version != SCHEMA_VERSION:
-        raise UserError(
-            f"{path}: not a {KIND} file of schema_version {SCHEMA_VERSION} (kind {kind!r}, schema_version {version!r})"
-        )
     try:
         return RunStatus.model_validate(data)
     except ValidationError as e:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from slabench.errors import UserError
-from slabench.record import _FIELDS, RequestRecord
+from slabench.record import _FIELDS, SCHEMA_VERSION, RecordError, RequestRecord
 
 FLUSH_INTERVAL_S = 1.0
 
@@ -130,24 +130,46 @@ def open_sink(path: str | Path) -> RecordSink:
     raise UserError(f"--records {p}: use a .jsonl or .parquet path")
 
 
+def has_records(path: str | Path) -> bool:
+    """A records path that already holds something: a non-empty JSON Lines file, or a Parquet directory with parts."""
+    p = Path(path)
+    if p.is_dir():
+        return any(p.glob("part-*.parquet"))
+    return p.is_file() and p.stat().st_size > 0
+
+
 def read_records(path: str | Path) -> list[RequestRecord]:
     """Read records from a .jsonl file or a .parquet file/directory. A JSONL file cut mid-line by a killed run
-    loses only that last partial line; any other bad line is an error naming the line."""
+    loses only that last partial line; any other bad line, and a record of another schema, is an error naming the
+    line (slabench.schema)."""
     p = Path(path)
     if not p.exists():
         raise UserError(f"{p}: no such records file")
     if p.suffix == ".parquet":
-        rows = pq.read_table(p, schema=ARROW_SCHEMA).to_pylist()
-        return [RequestRecord.from_dict(r) for r in rows]
+        try:
+            rows = pq.read_table(p, schema=ARROW_SCHEMA).to_pylist()
+        except pa.ArrowException as e:
+            raise UserError(f"{p}: columns are not slabench request records version {SCHEMA_VERSION} ({e})") from None
+        return [_record(r, f"{p}: record {i}") for i, r in enumerate(rows, 1)]
     out = []
     lines = p.read_text(encoding="utf-8").split("\n")
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            out.append(RequestRecord.from_dict(json.loads(line)))
-        except (ValueError, TypeError, KeyError) as e:
+            row = json.loads(line)
+        except ValueError as e:
             if n == len(lines):  # trailing partial line without newline: the run was killed mid-write
                 break
             raise UserError(f"{p}:{n}: not a valid record ({e}); was the file edited by hand?") from None
+        out.append(_record(row, f"{p}:{n}"))
     return out
+
+
+def _record(row: object, where: str) -> RequestRecord:
+    try:
+        return RequestRecord.from_dict(row)  # type: ignore[arg-type]
+    except RecordError as e:
+        raise UserError(f"{where}: {e}") from None
+    except (ValueError, TypeError, KeyError) as e:
+        raise UserError(f"{where}: not a valid record ({e}); was the file edited by hand?") from None

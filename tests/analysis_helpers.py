@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.schema import SWEEP_RUN
 
 WALL0 = 1_700_000_000.0
 
@@ -66,6 +67,7 @@ def write_run(
     with (d / "records.jsonl").open("w") as f:
         for r in records:
             f.write(json.dumps(r.to_dict()) + "\n")
-    manifest = {"status": status, "warmup_s": warmup_s, "run_id": f"L{level}-r{repeat}", "level": level}
+    manifest = {**SWEEP_RUN.stamp(), "status": status, "warmup_s": warmup_s, "run_id": f"L{level}-r{repeat}"}
+    manifest["level"] = level
     (d / "manifest.json").write_text(json.dumps(manifest))
     return d

@@ -12,7 +12,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-import yaml
+
+from slabench import yamlio
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVING = ROOT / "helm" / "vllm-serving"
@@ -73,7 +74,7 @@ def render(
 ) -> list[dict]:
     """Rendered documents of `chart` (cached per argument set)."""
     text = _render_cached(chart, release, tuple(values_files), tuple(set_values), tuple(api_versions))
-    return [d for d in yaml.safe_load_all(text) if d]
+    return [d for d in yamlio.parse_all(text, f"helm template {chart.name}") if d]  # a duplicate key fails
 
 
 def one(docs: list[dict], kind: str, name: str | None = None) -> dict:

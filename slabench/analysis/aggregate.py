@@ -17,7 +17,6 @@ the summed measured windows). The schema is written out in docs/analysis.md.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -42,6 +41,7 @@ from slabench.analysis.stats import (
 from slabench.analysis.summary import Estimate, LevelSummary, RunSummary, SweepSummary, load_summary, summary_json
 from slabench.errors import UserError
 from slabench.run_status import incomplete_reasons, saturation_figures
+from slabench.schema import SWEEP, SWEEP_RUN
 
 __all__ = ["SweepSummary", "aggregate", "load_summary", "require_ci", "summary_json"]
 
@@ -78,15 +78,6 @@ class RunSource:
     table: pa.Table | None = None  # already read (stepped single-file layout)
 
 
-def _read_json(p: Path) -> dict | None:
-    if not p.exists():
-        return None
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise UserError(f"{p}: not valid JSON ({e}); was it edited by hand?") from None
-
-
 def _int_dirs(p: Path) -> list[tuple[int, Path]]:
     out = []
     for d in p.iterdir():
@@ -107,11 +98,11 @@ def discover(run_dir: Path, warmup_s: float | None, warnings: list[str]) -> tupl
         return _stepped(run_dir, warmup_s), None
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such directory; pass a sweep directory (runs/<sweep-id>) or a records file")
-    sweep = _read_json(run_dir / "sweep.json")
+    sweep = SWEEP.read_json(run_dir / "sweep.json", missing_ok=True)
     sources = []
     for level, ldir in _int_dirs(run_dir):
         for repeat, rdir in _int_dirs(ldir):
-            manifest = _read_json(rdir / "manifest.json")
+            manifest = SWEEP_RUN.read_json(rdir / "manifest.json", missing_ok=True)
             status = (manifest or {}).get("status", "complete")
             where = f"{level}/{repeat}"
             if status != "complete":

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from slabench.errors import UserError
 from slabench.record import RequestRecord
+from slabench.schema import RECORD
 from slabench.sinks import ARROW_SCHEMA, read_records
 
 COLUMNS = [
@@ -50,27 +51,50 @@ COLUMNS = [
     "autofail_fn",
     "pass_agree",
 ]
-READ_SCHEMA = pa.schema([ARROW_SCHEMA.field(c) for c in COLUMNS])
+# Read beside COLUMNS only to check what the rows are (slabench.schema): never used for figures.
+CHECK_COLUMNS = ["request_id", "kind", "schema_version", "schema_minor"]
+READ_SCHEMA = pa.schema([ARROW_SCHEMA.field(c) for c in COLUMNS + CHECK_COLUMNS])
 EXCLUDED_PHASES = ("warmup", "cooldown")  # not steady state
 
 
+def _not_this_schema(t: pa.Table) -> bool:
+    """Some row is of another kind or major version, or lacks a required field (what RequestRecord.from_dict
+    refuses), checked column-wise."""
+    if any(t.column(c).null_count for c in ("run_id", "request_id", "outcome", "schema_version")):
+        return True
+    if pc.any(pc.not_equal(t.column("schema_version"), RECORD.major)).as_py():
+        return True
+    minor = pc.fill_null(t.column("schema_minor"), 0)
+    kind = t.column("kind")
+    if pc.any(pc.less(minor, 0)).as_py() or pc.any(pc.not_equal(kind, RECORD.kind)).as_py():
+        return True
+    kindless = pc.is_null(kind)  # only rows written before kinds were stamped may lack one
+    return bool(pc.any(pc.and_(kindless, pc.greater_equal(minor, RECORD.kindless_before_minor))).as_py())
+
+
 def read_table(path: str | Path) -> pa.Table:
-    """The records at `path` (.jsonl, or a .parquet file/directory) as an Arrow table of COLUMNS."""
+    """The records at `path` (.jsonl, or a .parquet file/directory) as an Arrow table of COLUMNS. Rows of another
+    schema are refused (the record-by-record reader then names the first such line)."""
     p = Path(path)
     if not p.exists():
         raise UserError(f"{p}: no such records file")
-    if p.suffix == ".parquet":
-        return pq.read_table(p, columns=COLUMNS, schema=ARROW_SCHEMA)
-    if p.stat().st_size == 0:
-        return READ_SCHEMA.empty_table()
     try:
-        opts = pj.ParseOptions(explicit_schema=READ_SCHEMA, unexpected_field_behavior="ignore")
-        return pj.read_json(p, parse_options=opts).select(COLUMNS)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        if p.suffix == ".parquet":
+            table = pq.read_table(p, columns=COLUMNS + CHECK_COLUMNS, schema=ARROW_SCHEMA)
+        elif p.stat().st_size == 0:
+            return READ_SCHEMA.empty_table().select(COLUMNS)
+        else:
+            opts = pj.ParseOptions(explicit_schema=READ_SCHEMA, unexpected_field_behavior="ignore")
+            table = pj.read_json(p, parse_options=opts)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         # A run killed mid-write leaves a partial last line; the sink's reader knows how to skip exactly that
-        # (and names the line of any other bad one).
+        # (and names the line of any other bad one, or of a row of another schema).
         rows = [r.to_dict() for r in read_records(p)]
         return pa.Table.from_pylist(rows, schema=ARROW_SCHEMA).select(COLUMNS)
+    if _not_this_schema(table):
+        read_records(p)  # raises, naming the line (or record) and what is wrong with it
+        raise UserError(f"{p}: not slabench request records version {RECORD.major}")
+    return table.select(COLUMNS)
 
 
 def table_from_records(records: Iterable[RequestRecord]) -> pa.Table:

@@ -2,9 +2,8 @@
 the grader, the report and the capacity answer. Strict pydantic models; the JSON Schema is published in
 docs/summary.schema.json (`python -m slabench.analysis.summary --check` verifies it is current).
 
-Versions: `kind` must be ``slabench.sweep_summary`` and `schema_version` this module's major version; a file of a
-newer *minor* version (`schema_minor`) is read — a minor version only adds fields, which this reader ignores — and a
-file of another major version is refused with one line (docs/analysis.md, "Reading files of another version").
+Versions follow `slabench.schema` (`SUMMARY`): another kind or major version is refused with one line; a newer
+minor version only adds fields, which this reader ignores.
 """
 
 from __future__ import annotations
@@ -21,10 +20,11 @@ from pydantic.dataclasses import dataclass
 
 from slabench.errors import UserError
 from slabench.run_status import Saturation
+from slabench.schema import SUMMARY
 
-KIND = "slabench.sweep_summary"
-SCHEMA_VERSION = 2
-SCHEMA_MINOR = 0
+KIND = SUMMARY.kind
+SCHEMA_VERSION = SUMMARY.major
+SCHEMA_MINOR = SUMMARY.minor
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "summary.schema.json"
 
 
@@ -129,21 +129,8 @@ def summary_json(summary: SweepSummary) -> str:
     return json.dumps(_finite(summary.model_dump(mode="json")), indent=2, allow_nan=False) + "\n"
 
 
-def check_version(data: Any, where: str, kind: str, major: int) -> None:
-    """Refuse a JSON document of another kind or major version with one line (the rule in the module docstring)."""
-    if not isinstance(data, dict) or data.get("kind") != kind:
-        got = data.get("kind") if isinstance(data, dict) else type(data).__name__
-        raise UserError(f"{where}: not a {kind} file (kind: {got!r})")
-    version = data.get("schema_version")
-    if version != major:
-        raise UserError(
-            f"{where}: {kind} schema_version {version!r}, this slabench reads version {major} — use the slabench "
-            "version that wrote it, or re-create the file with this one"
-        )
-
-
 def parse_summary(data: Any, where: str) -> SweepSummary:
-    check_version(data, where, KIND, SCHEMA_VERSION)
+    SUMMARY.check(data, where)
     try:
         return SweepSummary.model_validate(data)
     except ValidationError as e:
@@ -153,14 +140,7 @@ def parse_summary(data: Any, where: str) -> SweepSummary:
 
 
 def load_summary(path: str | Path) -> SweepSummary:
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such summary file") from None
-    except (UnicodeDecodeError, ValueError) as e:
-        raise UserError(f"{p}: not valid JSON ({e}); was it edited by hand?") from None
-    return parse_summary(data, str(p))
+    return parse_summary(SUMMARY.read_json(path), str(path))
 
 
 def json_schema() -> str:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import yaml
-
+from slabench import yamlio
 from slabench.deploy.errors import DeployFailed
 
 
@@ -18,7 +17,7 @@ class Rendered:
 
     @property
     def docs(self) -> list[dict]:
-        return [d for d in yaml.safe_load_all(self.text) if isinstance(d, dict)]
+        return [d for d in yamlio.parse_all(self.text, self.chart) if isinstance(d, dict)]
 
     def one(self, kind: str, component: str) -> dict:
         """The single object of `kind` labelled app.kubernetes.io/component=`component`."""

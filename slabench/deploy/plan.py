@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from slabench import yamlio
 from slabench.errors import UserError
 from slabench.weights.s3 import S3Url, parse_s3_url
 
@@ -107,14 +106,27 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
         raise UserError("--sweep: a sweep run needs the sweep config file (--kind sweep --sweep sweep.yaml)")
     if plan.sla is None and not _values_mention(plan.locust_values_files, "config"):
         raise UserError("--sla: the run is graded against an SLA contract — pass --sla sla.yaml")
+    _check_contents(plan)
     if not dry_run and plan.results is None:
         raise UserError("--results-s3: give s3://BUCKET/PREFIX/ so the Job's records and report can be fetched")
     return plan
 
 
+def _check_contents(plan: DeployPlan) -> None:
+    """The contract and sweep config are checked here as the Job would check them, so a bad one never reaches the
+    cluster (the sweep's locustfile is resolved inside the suite image, not here)."""
+    from slabench.sla.contract import load_contract
+    from slabench.sweep.config import load_sweep
+
+    if plan.sla is not None:
+        load_contract(plan.sla)
+    if plan.sweep is not None:
+        load_sweep(plan.sweep, check_locustfile=False)
+
+
 def _values_mention(files: tuple[Path, ...], key: str) -> bool:
     for f in files:
-        data = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+        data = yamlio.load_data(f) or {}
         if isinstance(data, dict) and key in data:
             return True
     return False
@@ -134,12 +146,7 @@ def merge_values(base: dict, override: dict) -> dict:
 def load_values_files(files: tuple[Path, ...]) -> dict:
     merged: dict = {}
     for f in files:
-        try:
-            data = yaml.safe_load(f.read_text(encoding="utf-8"))
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f":{mark.line + 1}" if mark else ""
-            raise UserError(f"{f}{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
+        data = yamlio.load_data(f)
         if data is None:
             continue
         if not isinstance(data, dict):

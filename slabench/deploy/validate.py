@@ -23,8 +23,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonschema import Draft7Validator
+
+from slabench import yamlio
+from slabench.errors import UserError
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
 # (apiVersion, kind) -> schema file in SCHEMA_DIR
@@ -82,7 +84,7 @@ def _crd_schema(filename: str) -> dict:
 
 def iter_documents(text: str, source: str) -> Iterator[tuple[str, dict]]:
     """(source#index, manifest) for every non-empty YAML document in `text`."""
-    for i, doc in enumerate(yaml.safe_load_all(text)):
+    for i, doc in enumerate(yamlio.parse_all(text, source)):
         if doc is None:
             continue
         yield f"{source}#{i}", doc
@@ -223,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         texts = [(str(f), f.read_text(encoding="utf-8")) for f in args.files]
         count, problems = validate_texts(texts, args.versions or DEFAULT_VERSIONS)
-    except (OSError, yaml.YAMLError) as e:
+    except (OSError, UserError) as e:
         print(f"validate: {e}", file=sys.stderr)
         return 3
     for p in problems:

@@ -19,12 +19,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from slabench.schema import VERDICT
 from slabench.sla.capacity import CapacityReport, capacity_report
 from slabench.sla.contract import CheckSpec, Contract
 from slabench.sla.cost import CostLine, ReplicaPrice, cost_lines
 from slabench.sla.estimates import Estimate, LevelEstimates, with_metrics
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = VERDICT.major
 
 
 class Status(enum.StrEnum):
@@ -222,8 +223,9 @@ class Verdict:
             return x
 
         d = {
-            "kind": "slabench.verdict",
             "schema_version": self.schema_version,
+            "schema_minor": VERDICT.minor,
+            "kind": VERDICT.kind,
             "verdict": str(self.status),
             "measurement": "incomplete" if self.incomplete else "complete",
             "incomplete": list(self.incomplete),

@@ -42,28 +42,35 @@ def _is_records(p: Path) -> bool:
     return p.suffix in (".jsonl", ".ndjson", ".parquet") and p.exists()
 
 
-def read_single_run(path: Path, unstaged_level: Level | None = None) -> RunInput:
+def read_single_run(path: Path, unstaged_level: Level | None = None, merge_runs: bool = False) -> RunInput:
     table = read_table(path)
     if table.num_rows == 0:
         raise UserError(f"{path}: no records; nothing to grade (did the run send any request?)")
+    run_ids = sorted(x for x in table.column("run_id").unique().to_pylist() if x is not None)
+    if len(run_ids) > 1 and not merge_runs:  # e.g. a --records path reused with --append
+        shown = ", ".join(run_ids[:5]) + (f", … ({len(run_ids) - 5} more)" if len(run_ids) > 5 else "")
+        raise UserError(
+            f"{path}: holds {len(run_ids)} runs ({shown}); a verdict is about one run — grade each run's own records, "
+            "or grade them as one with --merge-runs (locust: --sla-merge-runs)"
+        )
     levels = levels_from_table(table, unstaged_level)
     saturation = (("the run", saturation_figures(path.parent)),)
     return RunInput(str(path), levels, True, tuple(incomplete_reasons(path.parent)), saturation)
 
 
-def read_run(run_dir: str | Path, unstaged_level: Level | None = None) -> RunInput:
+def read_run(run_dir: str | Path, unstaged_level: Level | None = None, merge_runs: bool = False) -> RunInput:
     p = Path(run_dir)
     if not p.exists():
         raise UserError(f"{p}: no such run directory")
     if _is_records(p) and not (p / "summary.json").exists():
-        return read_single_run(p, unstaged_level)
+        return read_single_run(p, unstaged_level, merge_runs)
     if (p / "summary.json").is_file():
         summary = load_summary(p / "summary.json")
         source = str(p / "summary.json")
     else:
         for name in RECORD_NAMES:
             if (p / name).exists():
-                return read_single_run(p / name, unstaged_level)
+                return read_single_run(p / name, unstaged_level, merge_runs)
         summary = aggregate(p)
         source = f"{p} (aggregated)"
     return _summary_input(source, summary)
@@ -88,12 +95,15 @@ def grade_input(loaded: LoadedContract, run: RunInput) -> Verdict:
     )  # fmt: skip
 
 
-def grade_run_dir(run_dir: str | Path, sla: str | Path | LoadedContract, instance_type: str | None = None) -> Verdict:
-    """Load the contract (unless given loaded) and the run, and grade. Raises UserError on bad input."""
+def grade_run_dir(
+    run_dir: str | Path, sla: str | Path | LoadedContract, instance_type: str | None = None, merge_runs: bool = False
+) -> Verdict:
+    """Load the contract (unless given loaded) and the run, and grade. Raises UserError on bad input; a records file
+    holding several runs is graded as one only with `merge_runs`."""
     loaded = sla if isinstance(sla, LoadedContract) else load_contract(sla)
     if instance_type:
         loaded = loaded.with_instance_type(instance_type)
-    return grade_input(loaded, read_run(run_dir))
+    return grade_input(loaded, read_run(run_dir, merge_runs=merge_runs))
 
 
 def exit_code(verdict: Verdict) -> int:

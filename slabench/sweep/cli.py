@@ -88,6 +88,7 @@ def _config_diff(old: dict, new: dict) -> list[str]:
 
 
 def _resume_dir(cfg, resume: str) -> Path:
+    from slabench.schema import SWEEP
     from slabench.sweep.runner import read_json
 
     base = Path(cfg.output_dir)
@@ -100,7 +101,7 @@ def _resume_dir(cfg, resume: str) -> Path:
         (d for d in base.glob(f"{cfg.name}-*") if (d / "sweep.json").exists()),
         key=lambda d: (d / "sweep.json").stat().st_mtime,
     )
-    unfinished = [d for d in candidates if (read_json(d / "sweep.json") or {}).get("status") != "complete"]
+    unfinished = [d for d in candidates if (read_json(d / "sweep.json", SWEEP) or {}).get("status") != "complete"]
     if not unfinished:
         raise UserError(f"--resume: no unfinished sweep named {cfg.name!r} under {base}/; pass its directory")
     return unfinished[-1]
@@ -121,6 +122,7 @@ def _new_dir(cfg, sweep_id: str | None) -> Path:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
+    from slabench.schema import SWEEP
     from slabench.sweep.config import load_sweep
     from slabench.sweep.runner import SweepRunner, read_json
 
@@ -133,7 +135,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     if args.resume:
         sweep_dir = _resume_dir(cfg, args.resume)
-        old = (read_json(sweep_dir / "sweep.json") or {}).get("config") or {}
+        old = (read_json(sweep_dir / "sweep.json", SWEEP) or {}).get("config") or {}
         diff = _config_diff(old, cfg.model_dump(mode="json"))
         if diff:
             raise UserError(
@@ -218,6 +220,7 @@ def _report(
 
 
 def run_aggregate(args: argparse.Namespace) -> int:
+    from slabench.schema import SWEEP
     from slabench.sweep.config import Analysis
     from slabench.sweep.runner import read_json
 
@@ -225,7 +228,7 @@ def run_aggregate(args: argparse.Namespace) -> int:
     if not run_dir.exists():
         raise UserError(f"{run_dir}: no such directory or file")
     analysis = None
-    meta = read_json(run_dir / "sweep.json") if run_dir.is_dir() else None
+    meta = read_json(run_dir / "sweep.json", SWEEP) if run_dir.is_dir() else None
     if meta and isinstance(meta.get("config"), dict) and "analysis" in meta["config"]:
         try:
             analysis = Analysis.model_validate(meta["config"]["analysis"])

@@ -174,8 +174,9 @@ RESERVED_OPTIONS = frozenset(
 )
 
 
-def load_sweep(path: str | Path) -> SweepConfig:
-    """Load and check a sweep YAML; every problem is a UserError naming the file and line."""
+def load_sweep(path: str | Path, check_locustfile: bool = True) -> SweepConfig:
+    """Load and check a sweep YAML; every problem is a UserError naming the file and line. `check_locustfile`: the
+    locustfile must exist here (not when the sweep runs elsewhere, e.g. in the suite image of a deploy)."""
     cfg = load_model(path, SweepConfig)
     _, lines = load_yaml(path)
     if cfg.analysis.require_ci and cfg.repeats < 2:
@@ -185,7 +186,7 @@ def load_sweep(path: str | Path) -> SweepConfig:
             "set repeats ≥ 2, or analysis.require_ci: false to accept figures without one"
         )
     lf = Path(cfg.locustfile)
-    if not lf.exists():
+    if check_locustfile and not lf.exists():
         line = lines.get(("locustfile",), 1)
         raise UserError(f"{path}:{line}: locustfile: {lf} does not exist (paths are relative to where you run)")
     return cfg

@@ -38,6 +38,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from slabench.errors import UserError
+from slabench.schema import SWEEP, SWEEP_RUN, FileSchema
 from slabench.sim.cli import EMBEDDED_NICE
 from slabench.sweep.config import SweepConfig
 
@@ -108,11 +109,15 @@ def write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def read_json(path: Path) -> dict | None:
+def read_json(path: Path, schema: FileSchema) -> dict | None:
+    """A sweep.json or manifest.json; None when missing or unreadable (the run is then redone), an error when it is
+    of another kind or version (slabench.schema): never guess what another version's fields mean."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    schema.check(data, str(path))
+    return data
 
 
 # -- the target --------------------------------------------------------------------------------------------------
@@ -271,7 +276,7 @@ class SweepRunner:
         return self.dir / str(run.level) / str(run.repeat)
 
     def is_complete(self, run: PlannedRun) -> bool:
-        m = read_json(self.run_dir(run) / "manifest.json")
+        m = read_json(self.run_dir(run) / "manifest.json", SWEEP_RUN)
         return bool(m) and m.get("status") == "complete"
 
     def _write_sweep(self, status: str, **extra: Any) -> None:
@@ -279,10 +284,9 @@ class SweepRunner:
         write_json(self.dir / "sweep.json", self.meta)
 
     def _start_meta(self, resumed: bool) -> None:
-        old = read_json(self.dir / "sweep.json") or {}
+        old = read_json(self.dir / "sweep.json", SWEEP) or {}
         self.meta = {
-            "schema_version": 1,
-            "kind": "slabench.sweep",
+            **SWEEP.stamp(),
             "sweep_id": self.sweep_id,
             "config_file": str(self.config_path),
             "config": self.cfg.model_dump(mode="json"),
@@ -360,8 +364,7 @@ class SweepRunner:
         run_id = f"{self.sweep_id}-L{run.level}-r{run.repeat}"
         argv = locust_argv(self.cfg, run, rdir, run_id, url)
         manifest: dict[str, Any] = {
-            "schema_version": 1,
-            "kind": "slabench.sweep_run",
+            **SWEEP_RUN.stamp(),
             "sweep_id": self.sweep_id,
             "run_id": run_id,
             "level": run.level,

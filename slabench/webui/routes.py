@@ -31,6 +31,7 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
+from slabench.errors import UserError
 from slabench.record import RequestRecord
 from slabench.webui import server_metrics, tab
 from slabench.webui.live import DEFAULT_WINDOW_S, LiveAggregator, Series, series_point
@@ -331,6 +332,31 @@ def _extend_response(view: LiveView, response: Response) -> None:
             response.set_data(body.replace(b"</body>", EMBED_TAG + b"</body>", 1))
 
 
+def _before_swarm(environment: Environment, web_ui: Any) -> Any:
+    """A start from the form that would add a run to a records file holding an earlier one is refused with the
+    form's own error line (the same check as on the command line; the form's values are not applied yet)."""
+
+    @web_ui.auth_required_if_enabled  # say nothing about paths to whoever is not logged in
+    def refuse_used_records() -> Response | None:
+        from slabench.locust_plugin import check_records_path
+
+        opts, form = environment.parsed_options, request.form
+        append = form["append"] == "true" if "append" in form else bool(getattr(opts, "append", False))
+        try:
+            check_records_path(form.get("records", opts.records), form.get("run_id", opts.run_id), append)
+        except UserError as e:
+            log.error("slabench: %s", e)
+            return jsonify({"success": False, "message": str(e), "host": environment.host})
+        return None
+
+    def check() -> Response | None:
+        if request.endpoint == "locust.swarm" and request.method == "POST":
+            return refuse_used_records()
+        return None
+
+    return check
+
+
 def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     web_ui = web_ui or getattr(environment, "web_ui", None)
     if runner is None or web_ui is None or isinstance(runner, WorkerRunner):
@@ -346,6 +372,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
     base = getattr(environment.parsed_options, "web_base_path", "") or ""
     web_ui.app.register_blueprint(blueprint(view, web_ui, base))
     web_ui.app.after_request(_after_request(view))
+    web_ui.app.before_request(_before_swarm(environment, web_ui))
     _extend_template_args(web_ui, view.agg.window_s)
     environment.events.reset_stats.add_listener(view.reset_stats)  # that event carries no environment
 

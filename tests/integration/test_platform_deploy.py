@@ -132,7 +132,10 @@ def kube() -> Iterator[FakeKube]:
 @pytest.fixture
 def sla(tmp_path: Path) -> Path:
     p = tmp_path / "sla.yaml"
-    p.write_text("name: qa-grading\ntargets:\n  ttft_p95_s: 2.0\n")
+    p.write_text(
+        "name: qa-grading\nload: {concurrency: 16}\ndeployment: {instance_type: g6e.xlarge}\n"
+        "targets:\n  ttft_p95_s: {max: 2.0}\n"
+    )
     return p
 
 

@@ -45,7 +45,7 @@ def test_shapes_run_from_the_web_ui(simulator, tmp_path):
     web = f"http://127.0.0.1:{port}"
     argv = [sys.executable, "-m", "locust", "-f", "locustfiles/chat_replay.py,shapes/burst.py,shapes/steps.py"]
     argv += ["--class-picker", "--web-host", "127.0.0.1", "--web-port", port, "--host", url]
-    argv += ["--records", str(records_path), "--prompt-tokens", "16"]
+    argv += ["--records", str(records_path), "--append", "--prompt-tokens", "16"]  # both tests in one file
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_state(web, {"ready"})

@@ -86,3 +86,33 @@ def test_a_bad_contract_exits_3_before_any_load(simulator, tmp_path):
     assert res.returncode == 3
     assert "sla.yaml:6: targets.eror_rate: unknown key" in res.stderr
     assert not records.exists()
+
+
+def test_a_second_targets_block_exits_3_before_any_load_not_pass(simulator, tmp_path):
+    """YAML keeps the last of two equal keys: the lenient second `targets:` would have turned this FAIL into PASS."""
+    url = simulator(*FAST)
+    doubled = FAILS + "targets:\n  ttft_p95_s: {max: 2.0}\n"
+    res, records = locust(tmp_path, url, write(tmp_path, doubled))
+    assert res.returncode == 3, res.stderr[-3000:]
+    assert "sla.yaml:9: duplicate key 'targets' (first at line 4)" in res.stderr
+    assert not records.exists()
+
+
+def test_a_misspelt_locust_option_exits_3_never_2(tmp_path):
+    """Locust's argparse exits 2 on a usage error — which CI would read as an SLA FAIL. With slabench loaded, the
+    real `locust` command exits 3 (bad input), one clear error, no load."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.locust_run import ROOT
+
+    locust_cmd = str(Path(sys.executable).with_name("locust"))
+    sla = write(tmp_path, PASSES)
+    for typo in (["--hedless"], ["-u", "four"], ["--sla-allow-conditonal"]):
+        argv = [locust_cmd, "-f", "locustfiles/chat_replay.py", "--headless", "-t", "1s", "--sla", str(sla), *typo]
+        res = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert res.returncode == 3, (typo, res.stderr[-2000:])
+        assert "error:" in res.stderr and "Traceback" not in res.stderr
+        assert not (tmp_path / "verdict.json").exists()
+    assert "Did you mean '--sla-allow-conditional'?" in res.stderr  # Locust's own hint is kept

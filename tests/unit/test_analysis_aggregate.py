@@ -9,6 +9,7 @@ from slabench.analysis.aggregate import aggregate, require_ci
 from slabench.analysis.summary import SCHEMA_VERSION, SweepSummary, load_summary, summary_json
 from slabench.errors import UserError
 from slabench.record import ErrorCategory, Outcome
+from slabench.schema import SWEEP
 from tests.analysis_helpers import rec, write_run
 
 T2 = 4.302652729749464  # t(0.975, 2): three repeats
@@ -34,7 +35,7 @@ def tree(tmp_path):
     # level 2: a single repeat
     write_run(root, 2, 1, [_ok(float(i), 0.2) for i in range(4)])
     # level 4 is planned but has no runs
-    (root / "sweep.json").write_text(json.dumps({"sweep_id": "t", "levels": [1, 2, 4], "config": {}}))
+    (root / "sweep.json").write_text(json.dumps({**SWEEP.stamp(), "sweep_id": "t", "levels": [1, 2, 4], "config": {}}))
     return root
 
 

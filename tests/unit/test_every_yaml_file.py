@@ -1,6 +1,7 @@
 """Every YAML file in the repo loads: through its strict model where it has one, against its chart's values schema
 where it is Helm values, or at least as valid YAML (Kubernetes manifests; their schemas are checked by
-.ci/validate-platform). A new YAML file with no entry here fails, so nothing ships unchecked."""
+.ci/validate-platform). A new YAML file with no entry here fails, so nothing ships unchecked. Everything is parsed
+by the project's own loader (`slabench.yamlio`), so no file in the repo holds a key twice."""
 
 import json
 import subprocess
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-import yaml
 
+from slabench import yamlio
 from slabench.config import load_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ def _strict(dotted: str):
 def _sim_profile(path: Path):
     from slabench.sim.profiles import load_gpu_profile, load_model_profile
 
-    kind = yaml.safe_load(path.read_text()).get("kind")
+    kind = yamlio.load_data(path).get("kind")
     return (load_gpu_profile if kind == "gpu" else load_model_profile)(path)
 
 
@@ -42,14 +43,14 @@ def _merge(base: dict, over: dict) -> dict:
 def _helm_values(path: Path):
     chart = path.parent if path.name == "values.yaml" else path.parent.parent
     schema = json.loads((chart / "values.schema.json").read_text())
-    values = yaml.safe_load((chart / "values.yaml").read_text()) or {}
+    values = yamlio.load_data(chart / "values.yaml") or {}
     if path.name != "values.yaml":
-        values = _merge(values, yaml.safe_load(path.read_text()) or {})
+        values = _merge(values, yamlio.load_data(path) or {})
     jsonschema.validate(values, schema)
 
 
 def _plain(path: Path):
-    assert list(yaml.safe_load_all(path.read_text()))
+    assert yamlio.parse_all(yamlio.read_text(path), str(path))
 
 
 LOADERS = [  # (glob, loader) — first match wins

@@ -14,6 +14,13 @@ from slabench.deploy.results import local_path
 from slabench.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
+VALID_SLA = """\
+name: qa
+load: {concurrency: 4}
+deployment: {instance_type: g6e.xlarge}
+targets:
+  ttft_p95_s: {max: 2.0}
+"""
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -25,7 +32,7 @@ def parse(*argv: str) -> argparse.Namespace:
 @pytest.fixture
 def sla(tmp_path: Path) -> Path:
     p = tmp_path / "sla.yaml"
-    p.write_text("name: qa\n")
+    p.write_text(VALID_SLA)
     return p
 
 
@@ -65,7 +72,7 @@ def test_flags_map_to_a_headless_locust_run(sla):
     assert v["headless"] == {"kind": "burst", "users": 64, "spawnRate": 8.0, "runTime": "195s",
                              "extraArgs": ["--run-id", "r7"]}  # fmt: skip
     assert v["workers"] == {"replicas": 6}
-    assert v["config"] == {"sla": "name: qa\n"}
+    assert v["config"] == {"sla": VALID_SLA}
     assert v["results"] == {"s3Uri": "s3://res-bkt/ci/r7/"}
 
 
@@ -73,9 +80,9 @@ def test_sweep_needs_its_config(sla, tmp_path):
     with pytest.raises(UserError, match="--sweep: a sweep run needs the sweep config"):
         plan("--sla", str(sla), "--kind", "sweep", "--dry-run")
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text("levels: [1, 2]\n")
+    sweep.write_text("name: s\nlevels: [1, 2]\nrun: {duration_s: 5}\n")
     v = locust_overrides(plan("--sla", str(sla), "--kind", "sweep", "--sweep", str(sweep), "--dry-run"), "http://x:1")
-    assert v["config"]["sweep"] == "levels: [1, 2]\n"
+    assert v["config"]["sweep"] == "name: s\nlevels: [1, 2]\nrun: {duration_s: 5}\n"
     assert "extraArgs" not in v["headless"]  # --run-id is a Locust flag, not a sweep one
 
 
@@ -133,3 +140,23 @@ def test_result_keys_cannot_escape_the_destination(tmp_path):
     assert local_path(tmp_path, "runs/r1/", "runs/r1/a/b.json") == tmp_path / "a" / "b.json"
     with pytest.raises(UserError, match="refusing"):
         local_path(tmp_path, "runs/r1/", "runs/r1/../../etc/passwd")
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "message"),
+    [
+        ("sla.yaml", VALID_SLA + "targets: {ttft_p95_s: {max: 9}}\n", r"sla\.yaml:6: duplicate key 'targets' \(first"),
+        ("sla.yaml", VALID_SLA.replace("ttft_p95_s", "ttft_p59_s"), r"sla\.yaml:5: targets\.ttft_p59_s: unknown key"),
+        ("sla.yaml", VALID_SLA.replace("g6e.xlarge", "g6e.xlarg"), r"unknown instance type 'g6e\.xlarg'"),
+        ("sweep.yaml", "name: s\nlevles: [1]\nrun: {duration_s: 5}\n", r"sweep\.yaml:2: levles: unknown key"),
+        ("sweep.yaml", "name: s\nlevels: [1]\nrepeats: 1\nrun: {duration_s: 5}\n", r"sweep\.yaml:3: repeats: 1"),
+    ],
+)
+def test_dry_run_checks_the_contract_and_sweep_contents_not_only_that_they_exist(tmp_path, sla, file, text, message):
+    """A contract or sweep config that would fail in the cluster fails here, before anything is rendered or deployed."""
+    bad = tmp_path / "bad" / file
+    bad.parent.mkdir()
+    bad.write_text(text)
+    args = ("--sla", str(bad)) if file == "sla.yaml" else ("--sla", str(sla), "--kind", "sweep", "--sweep", str(bad))
+    with pytest.raises(UserError, match=message):
+        plan(*args, "--dry-run")

@@ -51,9 +51,9 @@ def test_a_newer_minor_version_is_read_and_its_new_fields_ignored():
 @pytest.mark.parametrize(
     ("doc", "says"),
     [
-        ({"nothing": 1}, "not a slabench.sweep_summary file"),
-        (summary([], kind="slabench.verdict"), "not a slabench.sweep_summary file (kind: 'slabench.verdict')"),
-        (summary([], schema_version=1), "schema_version 1, this slabench reads version 2"),
+        ({"nothing": 1}, "no kind; a slabench sweep summary (summary.json) says kind: slabench.sweep_summary"),
+        (summary([], kind="slabench.verdict"), "kind 'slabench.verdict' is not a slabench sweep summary"),
+        (summary([], schema_version=1), "schema_version 1, but this slabench reads version 2 only"),
         (summary([], schema_version=3), "schema_version 3"),
         (summary([{"level": 1, "metrics": {"ttft_p95": {"mean": "fast"}}}]), "levels.0.metrics.ttft_p95.mean"),
         (summary([{"metrics": {}}]), "levels.0.level"),

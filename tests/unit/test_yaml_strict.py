@@ -1,0 +1,202 @@
+"""One YAML loader for the whole project (`slabench.yamlio`): a key given twice in one mapping is an error naming the
+file, both lines and the key (YAML's "last one wins" once turned a FAIL into a PASS); non-UTF-8 or binary content and
+syntax errors are one-line errors naming the file and line. Checked at every entry point that reads YAML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slabench.errors import UserError
+from slabench.sinks import open_sink
+from tests.sla_helpers import record, slabench_cli, write
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A contract that FAILS (TTFT 0.1 s > 0.05 s) ... until a second `targets:` block silently replaces the first.
+DUPLICATE_TARGETS = """\
+name: c
+load: {concurrency: 4}
+deployment: {instance_type: g5.xlarge}
+targets:
+  ttft_p95_s: {max: 0.05}
+description: looks harmless
+targets:
+  ttft_p95_s: {max: 0.2}
+"""
+DUP_MESSAGE = "sla.yaml:7: duplicate key 'targets' (first at line 4)"
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    d = tmp_path / "run"
+    sink = open_sink(d / "records.jsonl")
+    sink.write([record(i, sent=0.5 * i) for i in range(40)])
+    sink.close()
+    return d
+
+
+# -- the loader itself -------------------------------------------------------------------------------------------
+def test_a_duplicate_key_names_the_file_both_lines_and_the_key(tmp_path):
+    from slabench.yamlio import load_file
+
+    with pytest.raises(UserError) as e:
+        load_file(write(tmp_path, DUPLICATE_TARGETS))
+    msg = str(e.value)
+    assert msg.startswith(f"{tmp_path / DUP_MESSAGE}") and "\n" not in msg
+    assert "merge" in msg or "delete" in msg  # says what would fix it
+
+
+def test_nested_duplicates_and_quoted_spellings_are_caught(tmp_path):
+    from slabench.yamlio import load_file
+
+    nested = "a:\n  b: 1\n  c: 2\n  b: 3\n"
+    with pytest.raises(UserError, match=r"x\.yaml:4: duplicate key 'b' \(first at line 2\)"):
+        load_file(write(tmp_path, nested, "x.yaml"))
+    flow = "a: {b: 1, 'b': 2}\n"  # the same key, quoted the second time
+    with pytest.raises(UserError, match=r"x\.yaml:1: duplicate key 'b' \(first at line 1\)"):
+        load_file(write(tmp_path, flow, "x.yaml"))
+
+
+def test_same_key_in_different_mappings_and_merge_overrides_are_fine(tmp_path):
+    from slabench.yamlio import load_file
+
+    text = "base: &b {x: 1, y: 2}\none: {<<: *b, x: 3}\ntwo: {x: 4}\nlist: [{k: 1}, {k: 2}]\n"
+    data, lines = load_file(write(tmp_path, text, "ok.yaml"))
+    assert data["one"] == {"x": 3, "y": 2} and data["two"] == {"x": 4}
+    assert lines[("two", "x")] == 3 and lines[("list", 1, "k")] == 4
+
+
+def test_binary_non_utf8_and_syntax_errors_are_one_line_with_the_line(tmp_path):
+    from slabench.yamlio import load_file
+
+    latin1 = tmp_path / "l.yaml"
+    latin1.write_bytes(b"name: a\ndescription: caf\xe9\n")
+    with pytest.raises(UserError, match=r"l\.yaml:2: not UTF-8 text") as e:
+        load_file(latin1)
+    assert "\n" not in str(e.value)
+    binary = tmp_path / "b.yaml"
+    binary.write_bytes(b"name: a\n\x00\x01\x02PK\x03\x04")
+    with pytest.raises(UserError, match=r"b\.yaml:2: .*binary"):
+        load_file(binary)
+    broken = write(tmp_path, "name: a\ntargets: [1, 2\nx: 3\n", "s.yaml")
+    with pytest.raises(UserError, match=r"s\.yaml:\d+: invalid YAML") as e:
+        load_file(broken)
+    assert "\n" not in str(e.value)
+    with pytest.raises(UserError, match=r"s\.yaml:2: invalid YAML"):  # a second document where one is expected
+        load_file(write(tmp_path, "a: 1\n---\nb: 2\n", "s.yaml"))
+
+
+def test_every_yaml_reading_module_goes_through_the_one_loader():
+    """No module parses YAML on its own (only slabench/yamlio.py talks to PyYAML's loaders)."""
+    offenders = []
+    for py in sorted((ROOT / "slabench").rglob("*.py")):
+        text = py.read_text(encoding="utf-8")
+        if py.name != "yamlio.py" and any(f"yaml.{f}" in text for f in ("safe_load", "load(", "compose", "SafeLoader")):
+            offenders.append(str(py.relative_to(ROOT)))
+    assert offenders == []
+
+
+# -- every entry point -------------------------------------------------------------------------------------------
+def test_grade_a_duplicate_targets_block_exits_3_not_pass(monkeypatch, tmp_path, run_dir, capsys):
+    slabench = slabench_cli(monkeypatch)
+    first_only = DUPLICATE_TARGETS.split("description")[0]
+    assert slabench(["grade", str(run_dir), "--sla", str(write(tmp_path, first_only)), "--no-write"]) == 2
+    capsys.readouterr()
+    assert slabench(["grade", str(run_dir), "--sla", str(write(tmp_path, DUPLICATE_TARGETS)), "--no-write"]) == 3
+    err = capsys.readouterr().err
+    assert DUP_MESSAGE in err and err.count("\n") == 1
+
+
+def test_contract_prices_file_with_a_duplicate_region(tmp_path):
+    from slabench.sla.contract import load_contract
+
+    prices = (ROOT / "slabench/sla/instance_prices.yaml").read_text(encoding="utf-8")
+    doubled = prices + "\nregions:\n  us-east-1: {g5.xlarge: 0.01}\n"
+    write(tmp_path, doubled, "prices.yaml")
+    sla = write(tmp_path, DUPLICATE_TARGETS.split("description")[0] + "prices: {file: prices.yaml}\n")
+    with pytest.raises(UserError, match=r"prices\.yaml:\d+: duplicate key 'regions' \(first at line \d+\)"):
+        load_contract(sla)
+
+
+def test_sweep_config(tmp_path):
+    from slabench.sweep.config import load_sweep
+
+    text = "name: s\nlevels: [1, 2]\nrepeats: 2\nrun: {duration_s: 5}\nlevels: [1, 2, 4, 8]\n"
+    with pytest.raises(UserError, match=r"sweep\.yaml:5: duplicate key 'levels' \(first at line 2\)"):
+        load_sweep(write(tmp_path, text, "sweep.yaml"))
+
+
+def test_fleet_nodes_file_via_the_cli(tmp_path, capsys):
+    from slabench import cli
+
+    text = (
+        "nodes:\n  - {name: a, instance_type: g6.xlarge, driver: '580.95.05'}\n"
+        "nodes:\n  - {name: b, instance_type: g6.xlarge, driver: '580.95.05'}\n"
+    )
+    code = cli.main(["fleet", "check", "--nodes", str(write(tmp_path, text, "nodes.yaml"))])
+    assert code == 3
+    assert "nodes.yaml:3: duplicate key 'nodes' (first at line 1)" in capsys.readouterr().err
+
+
+def test_fleet_facts_table(tmp_path):
+    from slabench.fleet.facts import default_facts_path, load_facts
+
+    text = default_facts_path().read_text(encoding="utf-8") + "\nschema_version: 1\n"
+    with pytest.raises(UserError, match=r"facts\.yaml:\d+: duplicate key 'schema_version'"):
+        load_facts(write(tmp_path, text, "facts.yaml"))
+
+
+def test_price_table(tmp_path):
+    from slabench.sla.prices import load_prices
+
+    text = "schema_version: 1\nschema_version: 1\n"
+    with pytest.raises(UserError, match=r"p\.yaml:2: duplicate key 'schema_version' \(first at line 1\)"):
+        load_prices(write(tmp_path, text, "p.yaml"))
+
+
+def test_workload_assumptions(tmp_path):
+    from slabench.workload.accounts import DEFAULT_SETTINGS, load_settings
+
+    text = Path(DEFAULT_SETTINGS).read_text(encoding="utf-8") + "\nschema_version: 1\n"
+    with pytest.raises(UserError, match=r"a\.yaml:\d+: duplicate key 'schema_version'"):
+        load_settings(write(tmp_path, text, "a.yaml"))
+
+
+def test_simulator_profile(tmp_path):
+    from slabench.sim.profiles import PROFILE_DIR, load_gpu_profile
+
+    text = (PROFILE_DIR / "l4.yaml").read_text(encoding="utf-8") + "\nkind: gpu\n"
+    with pytest.raises(UserError, match=r"gpu\.yaml:\d+: duplicate key 'kind'"):
+        load_gpu_profile(write(tmp_path, text, "gpu.yaml"))
+
+
+def test_deploy_values_files(tmp_path):
+    from slabench.deploy.plan import load_values_files
+
+    values = write(tmp_path, "image:\n  tag: a\nimage:\n  tag: b\n", "values.yaml")
+    with pytest.raises(UserError, match=r"values\.yaml:3: duplicate key 'image' \(first at line 1\)"):
+        load_values_files((values,))
+
+
+def test_deploy_rendered_manifests():
+    from slabench.deploy.manifests import Rendered
+    from slabench.deploy.validate import iter_documents
+
+    text = "kind: Service\nmetadata: {name: a}\n---\nkind: Job\nkind: Service\n"
+    with pytest.raises(UserError, match=r"chart:5: duplicate key 'kind' \(first at line 4\)"):
+        Rendered("chart", text).docs  # noqa: B018
+    with pytest.raises(UserError, match=r"out\.yaml:5: duplicate key 'kind'"):
+        list(iter_documents(text, "out.yaml"))
+
+
+def test_deploy_dry_run_with_a_doubled_values_file_exits_3(tmp_path, capsys):
+    from slabench import cli
+    from tests.platform_helpers import get_helm
+
+    sla = write(tmp_path, DUPLICATE_TARGETS.split("description")[0])
+    values = write(tmp_path, "resources:\n  limits: {cpu: 1}\nresources: {}\n", "serving.yaml")
+    code = cli.main(["deploy", "--dry-run", "--sla", str(sla), "--serving-values", str(values), "--helm", get_helm()])
+    assert code == 3
+    assert "serving.yaml:3: duplicate key 'resources' (first at line 1)" in capsys.readouterr().err
