@@ -226,7 +226,10 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
     scheduled = _f64(table.column("scheduled"))
     # One clock for the whole run: a record's own wall anchor, else its worker's offset (never another worker's).
     wall = _f64(table.column("wall_sent"))
-    t_send = np.where(np.isnan(wall), sent + wall_offsets(_str(table.column("worker_id")), wall, sent), wall)
+    unanchored = np.isnan(wall)
+    t_send = wall.copy()
+    if unanchored.any():
+        t_send[unanchored] = (sent + wall_offsets(_str(table.column("worker_id")), wall, sent))[unanchored]
     t_end = t_send + (end - sent)
     if phase.null_count < n:
         keep = ~np.isin(_str(phase), EXCLUDED_PHASES)
