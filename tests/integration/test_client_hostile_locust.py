@@ -12,9 +12,10 @@ from collections import Counter
 
 import gevent
 import pytest
+from locust import task
 
 from slabench.errors import ExitCode
-from slabench.locust_plugin import REFUSALS_TO_STOP
+from slabench.locust_plugin import REFUSALS_TO_STOP, LLMUser
 from slabench.openloop import Dispatcher
 from slabench.sinks import read_records
 from tests.integration.test_client_hostile import CASES, KEY
@@ -205,3 +206,23 @@ def test_a_server_that_never_answers_does_not_hold_the_start(hostile_server, tmp
     assert {str(r.error_category) for r in records} <= {"timeout", "cancelled"}
     assert sum(r.error_category == "timeout" for r in records) >= 2
     assert "Traceback" not in res.stderr
+
+
+class FailingGraderUser(LLMUser):
+    @task
+    def send(self) -> None:
+        self.request(self.body(messages=[{"role": "user", "content": "hi"}], max_tokens=4), grade=lambda text: 1 / 0)
+
+
+def test_a_grader_that_fails_still_leaves_the_record(hostile_server, tmp_path):
+    server = hostile_server()
+    env = environment(tmp_path, FailingGraderUser, f"{server.url}/ok")
+    user = FailingGraderUser(env)
+    user.host = env.host  # what Locust's runner sets when it spawns users
+    user.on_start()
+    with pytest.raises(ZeroDivisionError):
+        user.send()
+    user.on_stop()
+    records = finish(env)
+    assert_joined(records, server.requests())
+    assert [(r.outcome, r.quality_task) for r in records] == [("ok", None)]
