@@ -125,6 +125,19 @@ def test_the_table_covers_every_behaviour_of_the_server():
     assert covered == set(BEHAVIOURS)
 
 
+def test_the_docs_list_every_behaviour():
+    """docs/client.md's table names each behaviour with the class this test table expects."""
+    from tests.conftest import ROOT
+
+    documented = {}
+    for line in (ROOT / "docs" / "client.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`") and cells[0].endswith("`"):
+            klass = cells[2].split(" (")[0]
+            documented[cells[0].strip("`")] = tuple(klass.split(", then ")) if ", then " in klass else (klass,) * 2
+    assert documented == {c.behaviour: c.expect for c in CASES}
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.behaviour)
 def test_every_request_the_server_saw_is_one_classified_record(server, case, capfd):
     mark = server.mark()
