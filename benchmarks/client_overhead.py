@@ -3,6 +3,9 @@
 Runs the real `locust` command (one process: what one worker does) against the simulator set to TTFT 100 ms,
 ITL 10 ms, 128 tokens, no jitter, at several concurrencies, and compares measured TTFT and ITL with the injected
 values. The error includes the loopback, the simulator's own scheduling and the client: an upper bound on the client's.
+It also reports the Locust process's CPU time per request and per streamed token over the steady window (sampled
+with psutil, so Locust's start-up and the server-metrics poller are left out): the client's cost, steadier than the
+wall-clock figures on a shared machine.
 
     python benchmarks/client_overhead.py [--levels 1,32,256,384,512] [--seconds 15]
 """
@@ -14,7 +17,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -72,10 +78,16 @@ def run_level(url: str, users: int, seconds: int, out: Path) -> dict:
         "--stop-timeout",
         "5",
     ]
-    subprocess.run(argv, cwd=ROOT, capture_output=True, check=True)
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cpu_marks = _cpu_marks(psutil.Process(proc.pid), (STEADY_AFTER_S + 2, seconds))  # the run ends later: start-up
+    _, err = proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(f"locust exited {proc.returncode}: {err.decode()[-2000:]}")
     records = [r for r in read_records(records_path) if r.outcome is Outcome.OK]
     start = min(r.sent for r in records)
-    steady = [r for r in records if r.sent >= start + 3]  # skip the spawn ramp
+    steady = [r for r in records if r.sent >= start + STEADY_AFTER_S]  # skip the spawn ramp
+    (w0, c0), (w1, c1) = cpu_marks
+    ended = [r for r in records if w0 <= r.wall_sent + (r.end - r.sent) < w1]  # requests finished between the marks
     span = max(r.end for r in steady) - min(r.sent for r in steady)
     itl = [x for r in steady for x in metrics.itl(r)]
     return {
@@ -85,7 +97,22 @@ def run_level(url: str, users: int, seconds: int, out: Path) -> dict:
         "itl_err_ms": (statistics.median(itl) - ITL) * 1000,
         "itl_p99_err_ms": (sorted(itl)[int(0.99 * (len(itl) - 1))] - ITL) * 1000,
         "tokens_per_s": sum(r.completion_tokens for r in steady) / span,
+        "cpu_us_per_request": (c1 - c0) / max(len(ended), 1) * 1e6,
+        "cpu_us_per_token": (c1 - c0) / max(sum(r.completion_tokens for r in ended), 1) * 1e6,
     }
+
+
+STEADY_AFTER_S = 3
+
+
+def _cpu_marks(proc: psutil.Process, at: tuple[float, float]) -> list[tuple[float, float]]:
+    """(wall time, CPU seconds of `proc`) at `at` seconds after now: the steady window's two ends."""
+    t0, marks = time.time(), []
+    for offset in at:
+        time.sleep(max(0.0, t0 + offset - time.time()))
+        cpu = proc.cpu_times()
+        marks.append((time.time(), cpu.user + cpu.system))
+    return marks
 
 
 def main() -> None:
@@ -103,7 +130,8 @@ def main() -> None:
                 print(
                     f"{r['users']:>5} users  {r['requests']:>6} req  TTFT err {r['ttft_err_ms']:+7.2f} ms  "
                     f"ITL err median {r['itl_err_ms']:+6.3f} ms  p99 {r['itl_p99_err_ms']:+7.2f} ms  "
-                    f"{r['tokens_per_s']:>8.0f} tok/s",
+                    f"{r['tokens_per_s']:>8.0f} tok/s  CPU {r['cpu_us_per_request']:>6.0f} µs/req "
+                    f"{r['cpu_us_per_token']:>5.1f} µs/token",
                     flush=True,
                 )
     finally:

@@ -1,16 +1,28 @@
 """The one streaming client for OpenAI-compatible `/v1/chat/completions` and `/v1/completions`.
 
-Built on geventhttpclient (what Locust's FastHttpUser uses) but reads the body with `readline`, which returns each
-line the moment its newline arrives: `iter_content` would wait for ~1 KiB and merge events, corrupting TTFT and ITL.
-Every SSE event is stamped with `perf_counter()` as it is parsed. Every outcome becomes a classified
-`RequestRecord`; nothing but `GreenletExit` (a stopping user) leaves `send`, and even then the record is handed to
-`on_cancel` first.
+Built on geventhttpclient (what Locust's FastHttpUser uses): its connection pool, TLS and response parser. The body
+is read with one `recv` at a time and fed straight to the SSE parser, so every event is stamped with
+`perf_counter()` the moment its bytes arrive (`iter_content` would wait for ~1 KiB and merge events, corrupting TTFT
+and ITL), a line ending in CR alone ends the line as SSE says, and a long line costs linear time up to its cap.
+
+Every request the server receives becomes exactly one classified `RequestRecord`; nothing but `GreenletExit`
+(a stopping user) leaves `send`, and even then the record is handed to `on_cancel` first. In particular:
+- a request is never sent twice: the pool only reuses an idle connection that is not at EOF, and once the bytes
+  are written, a connection closed without an answer is the record's `closed` error, not a silent resend;
+- `data: [DONE]` ends the request (its record ends there); the connection is reused only when the body then ends
+  cleanly within a short grace;
+- 307/308 to the same server are followed with the same method, body and X-Request-Id (bounded); other redirects
+  are recorded naming their Location;
+- API keys and bearer tokens are redacted from every message a record keeps (docs/client.md lists every case).
 """
 
 from __future__ import annotations
 
+import email.utils
 import errno
 import json
+import math
+import re
 import socket
 import ssl
 import time
@@ -18,7 +30,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import gevent
 from geventhttpclient import HTTPClient
@@ -26,11 +38,15 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from slabench.errors import UserError
 from slabench.record import ErrorCategory, Outcome, RequestRecord
-from slabench.sse import SSEParser
+from slabench.sse import DEFAULT_MAX_EVENT_BYTES, EventTooLong, SSEParser
 from slabench.tokens import estimate_tokens
 
 ENDPOINT_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 _MAX_ERROR_BODY = 4096
+MAX_REDIRECTS = 5
+DONE_GRACE_S = 0.25  # after [DONE], how long the body may take to end before the connection is dropped instead
+_RECV_BYTES = 16384
+_REDIRECTS = frozenset((301, 302, 303, 307, 308))
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,7 @@ class Target:
     connect_timeout: float = 10.0
     stall_timeout: float = 120.0  # no bytes at all for this long: first-byte timeout, then mid-stream stall
     request_timeout: float = 900.0  # whole request, first byte to [DONE]
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # a longer SSE line or event is not an OpenAI stream
 
     def __post_init__(self) -> None:
         parse_base_url(self.base_url)
@@ -92,10 +109,24 @@ def completions_body(model: str, prompt: str, max_tokens: int, **params: Any) ->
     return {"model": model, "prompt": prompt, "max_tokens": max_tokens, **params}
 
 
+_BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}")
+
+
+def redact(text: str, secret: str | None = None) -> str:
+    """`text` without `secret` (the API key) and without any `Bearer <token>`: for every message a record keeps."""
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "[redacted]")
+    return _BEARER.sub(r"\1 [redacted]", text)
+
+
 class _Failure(Exception):
     def __init__(self, outcome: Outcome, category: ErrorCategory, message: str, status: int | None = None):
         super().__init__(message)
         self.outcome, self.category, self.status = outcome, category, status
+
+
+class _Shape(Exception):
+    """A stream event that is JSON, but not shaped like an OpenAI chunk."""
 
 
 class _Stream:
@@ -107,10 +138,13 @@ class _Stream:
         "chunk_tokens",
         "completion_tokens",
         "done",
+        "end",
         "finish_reason",
         "first_byte",
         "last_usage_completion",
         "prompt_tokens",
+        "redirects",
+        "retry_after",
         "sent",
         "status",
         "text",
@@ -118,7 +152,7 @@ class _Stream:
     )
 
     def __init__(self) -> None:
-        self.sent = self.first_byte = self.wall_sent = None
+        self.sent = self.first_byte = self.wall_sent = self.end = None
         self.status: int | None = None
         self.chunk_times: list[float] = []
         self.chunk_tokens: list[int] | None = []
@@ -127,6 +161,8 @@ class _Stream:
         self.last_usage_completion = 0
         self.finish_reason: str | None = None
         self.done = False
+        self.redirects = 0
+        self.retry_after: float | None = None
 
 
 class StreamingClient:
@@ -136,6 +172,7 @@ class StreamingClient:
         self.target = target
         self._clock = clock
         scheme, self._host, self._port, self._prefix = parse_base_url(target.base_url)
+        self._origin = (scheme, self._host, self._port)
         self._tls = scheme == "https"
         self._http: HTTPClient | None = None
 
@@ -159,7 +196,12 @@ class StreamingClient:
             self._http = None
 
     def headers(self, request_id: str) -> dict[str, str]:
-        h = {"Content-Type": "application/json", "Accept": "text/event-stream", "X-Request-Id": request_id}
+        h = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",  # timestamps need each event as it arrives, not a compressed block
+            "X-Request-Id": request_id,
+        }
         if self.target.api_key:
             h["Authorization"] = f"Bearer {self.target.api_key}"
         return h
@@ -194,69 +236,155 @@ class StreamingClient:
             if on_cancel is not None:
                 on_cancel(rec)
             raise
+        except Exception as e:  # a bug of ours must still leave the request's record, not a lost request
+            self.close()
+            failure = _Failure(
+                Outcome.ERROR, ErrorCategory.CLIENT, f"slabench failed on this response ({type(e).__name__}: {e})"
+            )
         return Reply(self._record(s, meta, body, request_id, failure), "".join(s.text))
 
+    # -- the request -----------------------------------------------------------------------------------------
     def _stream(self, endpoint: str, payload: bytes, headers: dict[str, str], s: _Stream) -> None:
         path = self._prefix + ENDPOINT_PATHS[endpoint]
-        resp = self._request(path, payload, headers, s)
+        resp = self._open(path, payload, headers, s)
         s.first_byte = self._clock()
-        s.status = resp.status_code
-        if s.status >= 400:
-            raise _http_error(s.status, resp.read(_MAX_ERROR_BODY), path)
-        ctype = (resp.get("content-type") or "").split(";")[0].strip().lower()
+        s.status = status = resp.status_code
+        if status >= 400:
+            s.retry_after = _retry_after(_header(resp, "retry-after"))
+            raise self._http_error(status, _read_upto(resp, _MAX_ERROR_BODY)[0], path)
+        ctype = _header(resp, "content-type").split(";")[0].strip().lower()
         if ctype != "text/event-stream":
             raise _Failure(
                 Outcome.ERROR,
                 ErrorCategory.NOT_OPENAI,
-                f"POST {path} answered {s.status} with {ctype or 'no content type'}, not text/event-stream "
+                f"POST {path} answered {status} with {ctype or 'no content type'}, not text/event-stream "
                 "(is this an OpenAI-compatible server with streaming?)",
-                s.status,
+                status,
             )
-        parser = SSEParser()
-        clock = self._clock
+        encoding = _header(resp, "content-encoding").strip().lower()
+        if encoding not in ("", "identity"):
+            raise _Failure(
+                Outcome.ERROR,
+                ErrorCategory.NOT_OPENAI,
+                f"POST {path} answered with Content-Encoding: {encoding} although the request asked for identity "
+                "(a proxy compressing the event stream? it would merge events and corrupt TTFT/ITL)",
+                status,
+            )
+        self._read_events(resp, s)
+
+    def _open(self, path: str, payload: bytes, headers: dict[str, str], s: _Stream) -> Any:
+        """Send the request (following 307/308 to the same server) and return the response to it."""
+        s.wall_sent = time.time()
+        s.sent = self._clock()
+        for hop in range(MAX_REDIRECTS + 1):
+            resp = self._request(path, payload, headers)
+            if resp.status_code not in _REDIRECTS:
+                return resp
+            status, location = resp.status_code, _header(resp, "location")
+            s.status = status
+            if not _read_upto(resp, _MAX_ERROR_BODY)[1]:
+                resp.release()  # its body did not end: the connection goes, so the next hop gets a fresh one
+            target = urljoin(f"{self._origin[0]}://{self._host}:{self._port}{path}", location) if location else ""
+            try:
+                parts = urlsplit(target)
+                same_server = (parts.scheme, parts.hostname, parts.port or _default_port(parts.scheme)) == self._origin
+            except ValueError:
+                same_server = False
+            why = ""
+            if not location:
+                why = "without a Location"
+            elif status not in (307, 308):
+                why = "not followed: a POST must not turn into a GET"
+            elif not same_server:
+                why = "not followed: another server (point --host at it; the API key is not sent elsewhere)"
+            elif hop == MAX_REDIRECTS:
+                why = f"not followed: more than {MAX_REDIRECTS} redirects"
+            if why:
+                raise _Failure(
+                    Outcome.ERROR, ErrorCategory.REDIRECT, f"HTTP {status} redirect to {location!r} {why}", status
+                )
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
+            s.redirects += 1
+        raise AssertionError("unreachable")
+
+    def _request(self, path: str, payload: bytes, headers: dict[str, str]) -> Any:
+        """One POST, never resent. geventhttpclient's pool reuses an idle connection only when it is not at EOF
+        (so a connection the server closed while idle is replaced before anything is written), and it does not
+        retry a POST once written: if the connection then closes without an answer, the server may have seen the
+        request, so it is this request's `closed` record."""
         try:
-            while True:
-                line = resp.readline(b"\n")
-                if not line:
-                    break
-                for ev in parser.feed(line, clock()):
+            http = self._connection()
+            return _reclaim_after_interim(http.request("POST", path, body=payload, headers=headers), http)
+        except TimeoutError:
+            raise _Failure(
+                Outcome.ERROR, ErrorCategory.TIMEOUT, f"no response within {self.target.stall_timeout:g} s"
+            ) from None
+        except (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError) as e:
+            self.close()
+            raise _Failure(
+                Outcome.ERROR,
+                ErrorCategory.CLOSED,
+                f"the server closed the connection without answering ({_describe(e)}); the request was sent, "
+                "so it is not resent",
+            ) from None
+        except HTTPParseError as e:  # the answer's head is not HTTP, or ended half-way
+            self.close()
+            raise _Failure(
+                Outcome.ERROR, ErrorCategory.NOT_OPENAI, f"the server's answer is not a valid HTTP response ({e})"
+            ) from None
+        except (OSError, ssl.SSLError) as e:
+            self.close()
+            raise _Failure(Outcome.ERROR, ErrorCategory.CONNECT, _describe(e, self.target.base_url)) from None
+
+    # -- the body --------------------------------------------------------------------------------------------
+    def _read_events(self, resp: Any, s: _Stream) -> None:
+        parser = SSEParser(self.target.max_event_bytes)
+        clock = self._clock
+        on_event = self._on_event
+        try:
+            while data := _read_some(resp):
+                for ev in parser.feed(data, clock()):
                     if ev.data == "[DONE]":
                         s.done = True
+                        s.end = ev.time
                         return self._finish(resp, s)
-                    self._on_event(ev.data, ev.time, s)
+                    if ev.event == "error":
+                        message = f"error event mid-stream: {self._excerpt(ev.data)}"
+                        raise _Failure(Outcome.ERROR, ErrorCategory.STREAM_ERROR, message)
+                    on_event(ev.data, ev.time, s)
+        except EventTooLong as e:
+            raise _Failure(
+                Outcome.ERROR,
+                ErrorCategory.NOT_OPENAI,
+                f"{e} in the event stream (--max-event-bytes {self.target.max_event_bytes}); not an OpenAI stream",
+                s.status,
+            ) from None
         except TimeoutError:
             raise _Failure(
                 Outcome.INCOMPLETE, ErrorCategory.STALL, f"no bytes for {self.target.stall_timeout:g} s mid-stream"
             ) from None
         except (OSError, HTTPParseError) as e:  # reset, or the parser's "Incomplete response" for a cut body
             raise _Failure(
-                Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, f"stream cut before [DONE]: {_describe(e)}"
+                Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, f"connection cut before [DONE] ({_describe(e)})"
             ) from None
-        raise _Failure(Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, "stream ended before [DONE]")
-
-    def _request(self, path: str, payload: bytes, headers: dict[str, str], s: _Stream) -> Any:
-        """Send the request; one retry when a reused keep-alive connection turns out closed by the server
-        (uvicorn closes idle connections after 5 s) before any response byte: the server never saw the request."""
-        for attempt in (0, 1):
-            reused = self._http is not None
-            s.wall_sent = time.time()
-            s.sent = self._clock()
-            try:
-                return self._connection().request("POST", path, body=payload, headers=headers)
-            except TimeoutError:
-                raise _Failure(
-                    Outcome.ERROR, ErrorCategory.TIMEOUT, f"no response within {self.target.stall_timeout:g} s"
-                ) from None
-            except (OSError, HTTPParseError, ssl.SSLError) as e:
-                self.close()
-                stale = isinstance(e, HTTPConnectionClosed | BrokenPipeError | ConnectionResetError)
-                if not (reused and stale and attempt == 0):
-                    raise _Failure(Outcome.ERROR, ErrorCategory.CONNECT, _describe(e, self.target.base_url)) from None
-        raise AssertionError("unreachable")
+        s.end = clock()
+        if s.finish_reason and s.completion_tokens is not None:
+            raise _Failure(
+                Outcome.INCOMPLETE,
+                ErrorCategory.NO_DONE,
+                f"the response ended cleanly after finish_reason {s.finish_reason!r} and usage, without [DONE]",
+            )
+        raise _Failure(Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, "the response ended before [DONE]")
 
     def _finish(self, resp: Any, s: _Stream) -> None:
-        # Drain the terminating chunk so the connection can be reused.
-        resp.read()
+        """After [DONE]: keep the connection only if the body ends cleanly within a short grace."""
+        if not resp.message_complete:
+            clean = False
+            with gevent.Timeout(DONE_GRACE_S, False):
+                clean = _read_upto(resp, _MAX_ERROR_BODY)[1]
+            if not clean:
+                resp.release()  # closes its connection (the body did not end)
+                self.close()
         if s.completion_tokens is None:
             raise _Failure(
                 Outcome.INCOMPLETE,
@@ -267,49 +395,59 @@ class StreamingClient:
     def _on_event(self, data: str, now: float, s: _Stream) -> None:
         try:
             obj = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise _Failure(
-                Outcome.ERROR, ErrorCategory.BAD_JSON, f"invalid JSON in a stream event: {data[:80]!r}"
+                Outcome.ERROR, ErrorCategory.BAD_JSON, f"invalid JSON in a stream event: {self._excerpt(data)}"
             ) from None
-        if not isinstance(obj, dict):
-            raise _Failure(Outcome.ERROR, ErrorCategory.NOT_OPENAI, f"stream event is not a JSON object: {data[:80]!r}")
-        if "error" in obj:
-            raise _Failure(Outcome.ERROR, ErrorCategory.STREAM_ERROR, f"error event mid-stream: {_error_text(obj)}")
-        usage = obj.get("usage")
-        content_here = False
-        for choice in obj.get("choices") or ():
-            delta = choice.get("delta")
-            if delta is not None:  # chat
-                piece = delta.get("content") or ""
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
-            else:  # completions
-                piece, reasoning = choice.get("text") or "", ""
-            if piece or reasoning:
-                content_here = True
-                if piece:
-                    s.text.append(piece)
-            if choice.get("finish_reason"):
-                s.finish_reason = choice["finish_reason"]
-        if content_here:
-            s.chunk_times.append(now)
-        if usage:
-            s.prompt_tokens = usage.get("prompt_tokens", s.prompt_tokens)
-            completion = usage.get("completion_tokens")
-            details = usage.get("prompt_tokens_details") or {}
-            if details.get("cached_tokens") is not None:
-                s.cached = details["cached_tokens"]
-            if completion is not None:
-                if content_here and s.chunk_tokens is not None:
-                    s.chunk_tokens.append(completion - s.last_usage_completion)
-                s.last_usage_completion = completion
-                s.completion_tokens = completion
-        elif content_here:
-            s.chunk_tokens = None  # this server does not say how many tokens each chunk carries
+        if type(obj) is not dict:
+            raise _Failure(
+                Outcome.ERROR, ErrorCategory.NOT_OPENAI, f"stream event is not a JSON object: {self._excerpt(data)}"
+            )
+        if obj.get("error"):
+            raise _Failure(
+                Outcome.ERROR,
+                ErrorCategory.STREAM_ERROR,
+                f"error event mid-stream: {redact(_error_text(obj), self.target.api_key)}",
+            )
+        try:
+            _apply_chunk(obj, now, s)
+        except _Shape as e:
+            raise _Failure(
+                Outcome.ERROR,
+                ErrorCategory.NOT_OPENAI,
+                f"stream event is not an OpenAI chunk ({e}): {self._excerpt(data)}",
+            ) from None
+
+    # -- records ---------------------------------------------------------------------------------------------
+    def _excerpt(self, text: str, n: int = 120) -> str:
+        """The start of `text` for a message: redacted before it is cut, so no part of a key survives."""
+        return repr(redact(text, self.target.api_key)[:n])
+
+    def _http_error(self, status: int, raw: bytes, path: str) -> _Failure:
+        text = raw.decode("utf-8", "replace").strip()
+        obj: Any = None
+        try:
+            obj = json.loads(text)
+            text = _error_text(obj)
+        except (ValueError, RecursionError):
+            text = " ".join(text.split())
+        text = redact(text, self.target.api_key)[:200]
+        hint = ""
+        if status in (401, 403):
+            hint = " (check the API key: --api-key-env names the environment variable that holds it)"
+        elif status == 404 and _unknown_model(obj, text):
+            hint = " (the server does not serve this model: --model names one it lists at /v1/models)"
+        elif status == 404:
+            hint = f" (POST {path} not found: is --host the server's root URL, and does it serve the OpenAI API?)"
+        elif status in (429, 503):
+            hint = " (the server asks to slow down)"
+        category = ErrorCategory.HTTP_4XX if status < 500 else ErrorCategory.HTTP_5XX
+        return _Failure(Outcome.ERROR, category, f"HTTP {status}: {text}{hint}", status)
 
     def _record(
         self, s: _Stream, meta: RecordMeta, body: dict, request_id: str, failure: _Failure | None
     ) -> RequestRecord:
-        end = self._clock() if s.sent is not None else None
+        end = s.end if s.end is not None else self._clock() if s.sent is not None else None
         prompt, completion, source = s.prompt_tokens, s.completion_tokens, None
         if completion is not None:
             source = "server"
@@ -348,8 +486,172 @@ class StreamingClient:
             outcome=failure.outcome if failure else Outcome.OK,
             error_category=failure.category if failure else None,
             http_status=s.status if failure is None or failure.status is None else failure.status,
-            error_message=str(failure)[:300] if failure else None,
+            error_message=redact(str(failure), self.target.api_key)[:300] if failure else None,
+            retry_after=s.retry_after,
+            redirects=s.redirects or None,
         )
+
+
+def _apply_chunk(obj: dict, now: float, s: _Stream) -> None:
+    """Fold one chunk into the stream's state; raises _Shape for anything not shaped like an OpenAI chunk (checked
+    with `type() is`, the cheapest test, since this runs for every chunk)."""
+    choices = obj.get("choices")
+    content_here = False
+    if choices is not None:
+        if type(choices) is not list:
+            raise _Shape("choices is not a list")
+        for choice in choices:
+            if type(choice) is not dict:
+                raise _Shape("a choice is not an object")
+            delta = choice.get("delta")
+            if delta is not None:  # chat
+                if type(delta) is not dict:
+                    raise _Shape("delta is not an object")
+                piece = delta.get("content")
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            else:  # completions
+                piece, reasoning = choice.get("text"), None
+            if piece is not None:
+                if type(piece) is not str:
+                    raise _Shape("content is not a string")
+                if piece:
+                    content_here = True
+                    s.text.append(piece)
+            if reasoning:
+                if type(reasoning) is not str:
+                    raise _Shape("reasoning_content is not a string")
+                content_here = True
+            finish = choice.get("finish_reason")
+            if finish:
+                if type(finish) is not str:
+                    raise _Shape("finish_reason is not a string")
+                s.finish_reason = finish
+    if content_here:
+        s.chunk_times.append(now)
+    usage = obj.get("usage")
+    if usage is None:
+        if content_here:
+            s.chunk_tokens = None  # this server does not say how many tokens each chunk carries
+        return
+    if type(usage) is not dict:
+        raise _Shape("usage is not an object")
+    prompt = usage.get("prompt_tokens")
+    if prompt is not None:
+        s.prompt_tokens = _count(prompt, "prompt_tokens")
+    details = usage.get("prompt_tokens_details")
+    if details is not None:
+        if type(details) is not dict:
+            raise _Shape("prompt_tokens_details is not an object")
+        cached = details.get("cached_tokens")
+        if cached is not None:
+            s.cached = _count(cached, "cached_tokens")
+    completion = usage.get("completion_tokens")
+    if completion is not None:
+        completion = _count(completion, "completion_tokens")
+        if content_here and s.chunk_tokens is not None:
+            s.chunk_tokens.append(completion - s.last_usage_completion)
+        s.last_usage_completion = completion
+        s.completion_tokens = completion
+    elif content_here:
+        s.chunk_tokens = None
+
+
+def _count(value: Any, name: str) -> int:
+    if type(value) is not int or value < 0:
+        raise _Shape(f"usage.{name} is not a token count")
+    return value
+
+
+def _reclaim_after_interim(resp: Any, http: HTTPClient) -> Any:
+    """geventhttpclient hands the connection back to its pool when an interim 1xx response (`100 Continue`, which a
+    server may send unasked) completes, while the final response is still arriving on it: take it back. One request
+    at a time per client, and nothing ran in between: it is the pool's only idle socket."""
+    if resp._sock is None and not resp.message_complete:
+        pool = http._connection_pool
+        resp._sock, resp._pool = pool._socket_queue.get_nowait(), pool
+        pool._semaphore.acquire()
+    return resp
+
+
+def _read_some(resp: Any) -> bytes:
+    """The body bytes that have arrived (waiting for at least one), or b"" at the body's end.
+
+    geventhttpclient's response offers `readline` (which rescans its whole buffer after every read: quadratic in a
+    long line, and blind to CR line ends) and `read(n)` (which waits for n bytes); this reads what is there,
+    through the response's own parser (chunked framing, Content-Length, close-delimited bodies)."""
+    buf = resp._body_buffer
+    while not buf:
+        if resp.message_complete:
+            return b""
+        sock = resp._sock
+        if sock is None:
+            raise HTTPConnectionClosed("connection closed")
+        try:
+            data = sock.recv(_RECV_BYTES)
+            resp.feed(data)  # b"" at EOF: ends a close-delimited body, raises "Incomplete response" otherwise
+        except BaseException:
+            resp.release()
+            raise
+        if len(data) == _RECV_BYTES:
+            gevent.sleep(0)  # a flood: let the other streams of this process read (and stamp) theirs meanwhile
+    data = bytes(buf)
+    del buf[:]
+    return data
+
+
+def _read_upto(resp: Any, limit: int) -> tuple[bytes, bool]:
+    """The rest of a body, up to about `limit` bytes, and whether the body ended cleanly there (a cut, a stall or a
+    longer body leave what arrived and False)."""
+    parts: list[bytes] = []
+    seen = 0
+    try:
+        while data := _read_some(resp):
+            parts.append(data)
+            seen += len(data)
+            if seen > limit:
+                return b"".join(parts), False
+    except (OSError, HTTPParseError):
+        return b"".join(parts), False
+    return b"".join(parts), True
+
+
+def _header(resp: Any, name: str) -> str:
+    value = resp.get(name)
+    if isinstance(value, list):  # a duplicated header
+        value = value[0] if value else None
+    return value or ""
+
+
+def _default_port(scheme: str) -> int | None:
+    return {"http": 80, "https": 443}.get(scheme)
+
+
+def _retry_after(value: str) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None or when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - time.time()
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def _unknown_model(obj: Any, text: str) -> bool:
+    """A 404 that says the model is unknown (vLLM: "The model `x` does not exist."; OpenAI: model_not_found)."""
+    err = obj.get("error") if isinstance(obj, dict) else None
+    if isinstance(err, dict) and err.get("code") == "model_not_found":
+        return True
+    return "model" in text.lower()
 
 
 def _estimate_prompt(body: dict) -> int:
@@ -373,21 +675,6 @@ def _error_text(obj: Any) -> str:
     return json.dumps(obj)[:200]
 
 
-def _http_error(status: int, raw: bytes, path: str) -> _Failure:
-    text = raw.decode("utf-8", "replace").strip()
-    try:
-        text = _error_text(json.loads(text))
-    except ValueError:
-        text = " ".join(text.split())[:200]
-    hint = ""
-    if status in (401, 403):
-        hint = " (check the API key: --api-key-env names the environment variable that holds it)"
-    elif status == 404:
-        hint = f" (POST {path} not found: is this an OpenAI-compatible server, and is the model name right?)"
-    category = ErrorCategory.HTTP_4XX if status < 500 else ErrorCategory.HTTP_5XX
-    return _Failure(Outcome.ERROR, category, f"HTTP {status}: {text}{hint}", status)
-
-
 def _describe(e: BaseException, url: str | None = None) -> str:
     if isinstance(e, ConnectionRefusedError) or getattr(e, "errno", None) == errno.ECONNREFUSED:
         what = "connection refused"
@@ -395,6 +682,10 @@ def _describe(e: BaseException, url: str | None = None) -> str:
         what = "host name not found"
     elif isinstance(e, ssl.SSLError):
         what = f"TLS error: {getattr(e, 'reason', None) or e}"
+    elif isinstance(e, ConnectionResetError):
+        what = "connection reset"
+    elif isinstance(e, HTTPConnectionClosed):
+        what = "connection closed"
     else:
         what = str(e) or type(e).__name__
     return f"{what} ({url})" if url else what

@@ -33,13 +33,15 @@ from locust.env import Environment
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from slabench import metrics
-from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url
-from slabench.errors import UserError
+from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url, redact
+from slabench.errors import ExitCode, UserError
+from slabench.openloop import current_item
 from slabench.record import ErrorCategory, Outcome, RequestRecord
 from slabench.run_status import MeasurementPolicy, RunStatus, saturation_reasons, write_run_status
 from slabench.saturation import SaturationWatch
 from slabench.sim.cli import EMBEDDED_NICE, add_sim_options, sim_args_to_argv
 from slabench.sinks import JsonlSink, RecordSink, has_records, open_sink
+from slabench.sse import DEFAULT_MAX_EVENT_BYTES
 
 log = logging.getLogger("slabench")
 
@@ -50,6 +52,8 @@ MSG_FINAL = "slabench:final"  # worker → master: nothing more will come (with 
 MSG_ACK = "slabench:ack"  # master → worker: final batch received; the worker may drop its spool
 SHIP_INTERVAL_S = 0.5
 FINAL_WAIT_S = 30.0
+DISCOVERY_TIMEOUT_S = 5.0  # GET /v1/models as a whole: a server that accepts and never answers must not hold users
+REFUSALS_TO_STOP = 10  # this many 401/403/404 in a row from the start of a run: a wrong key, model or URL; stop
 
 
 def usage_errors_exit_3(parser: Any) -> None:
@@ -101,6 +105,12 @@ def add_options(parser: Any) -> None:
     g.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect")
     g.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without a byte before giving up")
     g.add_argument("--request-timeout", type=float, default=900.0, help="seconds for a whole request")
+    g.add_argument(
+        "--max-event-bytes",
+        type=int,
+        default=DEFAULT_MAX_EVENT_BYTES,
+        help="longest SSE line or event accepted; a longer one makes the request a not_openai error",
+    )
     g.add_argument(
         "--spool-dir",
         default=".slabench-spool",
@@ -160,6 +170,10 @@ class RecordHub:
         self.inflight_seen: dict[str, list[dict[str, Any]]] = {}
         self.lost_workers: dict[str, dict[str, Any]] = {}
         self.missing_finals: list[str] = []
+        # Master/local: 401/403/404 answers in a row since the run started (None once anything else came back), and
+        # the one line that stopped the run for them.
+        self.refusals: int | None = 0
+        self.stop_reason: str | None = None
         self._inflight_seq = 0
         self._spool: JsonlSink | None = None
         self._user_seq = 0
@@ -200,6 +214,7 @@ class RecordHub:
             connect_timeout=o.connect_timeout,
             stall_timeout=o.stall_timeout,
             request_timeout=o.request_timeout,
+            max_event_bytes=o.max_event_bytes,
         )
 
     def model(self, host: str) -> str:
@@ -214,6 +229,9 @@ class RecordHub:
         """Master or local runner, at test start: a new run id and sink, announced to the workers."""
         self.run_id = self.opts.run_id or new_run_id()
         self.emitted, self.received, self.outcomes, self.finals = 0, 0, Counter(), {}
+        if self.stop_reason is not None and self.env.process_exit_code == ExitCode.BAD_INPUT:
+            self.env.process_exit_code = None  # a new run from the web UI after a stopped one
+        self.refusals, self.stop_reason = 0, None
         self.inflight_seen, self.lost_workers, self.missing_finals = {}, {}, []
         self.saturation.reset()
         self.records_path = Path(self.opts.records or f"runs/{self.run_id}/records.jsonl")
@@ -296,6 +314,46 @@ class RecordHub:
         for listener in self.listeners:
             for r in records:
                 listener(r)
+        if self.refusals is not None:
+            self._watch_refusals(records)
+
+    def _watch_refusals(self, records: list[RequestRecord]) -> None:
+        """A run whose requests are all refused from the start (wrong key, model name or URL) measures nothing:
+        after REFUSALS_TO_STOP of them in a row, stop it with one line naming the cause, exit 3."""
+        for r in records:
+            if r.outcome is Outcome.DROPPED:
+                continue
+            if r.error_category != ErrorCategory.HTTP_4XX or r.http_status not in (401, 403, 404):
+                self.refusals = None  # the server answered something else: the key, model and URL can work
+                return
+            self.refusals += 1
+            if self.refusals >= REFUSALS_TO_STOP:
+                self.refusals = None
+                self._stop_for(r)
+                return
+
+    def _stop_for(self, r: RequestRecord) -> None:
+        status = r.http_status
+        if status in (401, 403):
+            env = self.opts.api_key_env
+            cause = f"the API key from ${env} was refused" if os.environ.get(env) else f"no API key (${env} is empty)"
+        elif "does not serve this model" in (r.error_message or ""):
+            cause = f"the server does not know model {r.model!r}"
+        else:
+            cause = "the API path was not found"
+        self.stop_reason = (
+            f"stopping the run: the first {REFUSALS_TO_STOP} requests all answered HTTP {status}: {cause}. "
+            f"{r.error_message}"
+        )
+        log.error("slabench: %s", self.stop_reason)
+        self.env.process_exit_code = ExitCode.BAD_INPUT
+        gevent.spawn(self._stop_runner)  # not from inside a user's greenlet (stopping kills the users)
+
+    def _stop_runner(self) -> None:
+        if getattr(self.opts, "headless", False):
+            self.runner.quit()
+        else:
+            self.runner.stop()  # the web UI stays up, showing the error
 
     def _on_records(self, msg: Any, **_: Any) -> None:
         records = [RequestRecord.from_dict(d) for d in msg.data["records"]]
@@ -375,6 +433,7 @@ class RecordHub:
             records=self.sink.count,
             outcomes={str(k): v for k, v in self.outcomes.items()},
             degraded=bool(self.lost_workers or missing),
+            stopped=self.stop_reason,
             lost_workers=self.lost_workers,
             workers_without_final_batch=missing,
             saturation=self.saturation.snapshot(),
@@ -413,21 +472,24 @@ def fire_locust_events(env: Environment, r: RequestRecord) -> None:
     )
 
 
-def discover_model(target: Target) -> str | None:
-    """The first model id at GET /v1/models, or None (the requests will then fail with classified errors)."""
+def discover_model(target: Target, timeout: float = DISCOVERY_TIMEOUT_S) -> str | None:
+    """The first model id at GET /v1/models, or None (the requests will then fail with classified errors). The
+    whole exchange has `timeout` seconds: users wait on it before their first request."""
     scheme, host, port, prefix = parse_base_url(target.base_url)
+    limit = min(timeout, target.connect_timeout)
     client = HTTPClient(
         host,
         port,
         ssl=scheme == "https",
         insecure=not target.verify_tls,
-        connection_timeout=target.connect_timeout,
-        network_timeout=target.connect_timeout,
+        connection_timeout=limit,
+        network_timeout=limit,
     )
     headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
     try:
-        resp = client.get(prefix + "/v1/models", headers=headers)
-        body = resp.read()
+        with gevent.Timeout(limit, TimeoutError(f"no answer within {limit:g} s; pass --model to skip the lookup")):
+            resp = client.get(prefix + "/v1/models", headers=headers)
+            body = resp.read(1 << 20)
         if resp.status_code != 200:
             log.error(
                 "slabench: GET %s/v1/models answered HTTP %s%s",
@@ -437,9 +499,10 @@ def discover_model(target: Target) -> str | None:
             )
             return None
         data = json.loads(body).get("data") or []
-        return data[0]["id"] if data else None
+        return str(data[0]["id"]) if data else None
     except Exception as e:  # any failure here is reported once; each request then records its own error
-        log.error("slabench: cannot list models at %s/v1/models: %s", target.base_url, e or type(e).__name__)
+        why = redact(str(e) or type(e).__name__, target.api_key)
+        log.error("slabench: cannot list models at %s/v1/models: %s", target.base_url, why)
         return None
     finally:
         client.close()
@@ -567,12 +630,15 @@ class LLMUser(User):
     abstract = True
     wait_time = constant(0)
     error_backoff_s = 1.0  # after a connect error, so a dead host is not hammered in a tight loop
+    max_backoff_s = 30.0  # the longest a Retry-After (or the 503 backoff) holds a closed-loop user
+    first_backoff_s = 0.5  # a 429/503 without Retry-After: 0.5, 1, 2, ... s while they go on, up to max_backoff_s
 
     def on_start(self) -> None:
         self.hub: RecordHub = self.environment.slabench
         self.llm = StreamingClient(self.hub.target(self.host))
         self.user_id = self.hub.next_user_id()
         self.rng = random.Random(f"{self.hub.run_id}/{self.user_id}")
+        self.rejections = 0  # 429/503 answers in a row
 
     def on_stop(self) -> None:
         self.llm.close()
@@ -611,11 +677,33 @@ class LLMUser(User):
         try:
             reply = self.llm.send(endpoint, body, meta_, on_cancel=self.hub.emit, headers=headers)
             record = reply.record
-            if grade is not None and record.outcome is not Outcome.ERROR:
-                record = record.replace(**grade(reply.text))
-            self.hub.emit(record)
+            backoff = self.backoff_after(record)
+            if backoff is not None:
+                record = record.replace(backoff=backoff)
+            try:
+                if grade is not None and record.outcome is not Outcome.ERROR:
+                    record = record.replace(**grade(reply.text))
+            finally:  # a grader that fails still leaves the request's record (ungraded)
+                self.hub.emit(record)
         finally:
             self.hub.end(token)
-        if record.error_category == "connect":
+        if backoff:
+            gevent.sleep(backoff)
+        elif record.error_category in (ErrorCategory.CONNECT, ErrorCategory.CLOSED):
             gevent.sleep(self.error_backoff_s)
         return record
+
+    def backoff_after(self, record: RequestRecord) -> float | None:
+        """Closed loop: how long to wait after a 429/503 before the next request (Retry-After, else doubling from
+        first_backoff_s; at most max_backoff_s), or None. Open loop: None — the schedule decides when requests go,
+        and a rejection is only recorded."""
+        if record.http_status not in (429, 503) or record.outcome is not Outcome.ERROR:
+            self.rejections = 0
+            return None
+        self.rejections += 1
+        if current_item() is not None:
+            return None
+        wait = record.retry_after
+        if wait is None:
+            wait = self.first_backoff_s * 2 ** min(self.rejections - 1, 16)
+        return min(wait, self.max_backoff_s)

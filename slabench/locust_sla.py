@@ -134,6 +134,10 @@ def _check_one_run(opts: Any) -> None:
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:
     hook: SlaHook | None = getattr(environment, "slabench_sla", None)
+    hub = getattr(environment, "slabench", None)
+    if hook is not None and getattr(hub, "stop_reason", None):
+        log.error("slabench sla: not graded: the run was stopped early (the reason is in the line above)")
+        return  # exit 3 stands: a refused key, model or URL is the user's to fix, not an SLA result
     if hook is not None:  # added at init, so it runs after the record hub's test_stop has closed the records
         environment.process_exit_code = hook.grade()
 

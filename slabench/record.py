@@ -31,18 +31,22 @@ class Outcome(enum.StrEnum):
 
 class ErrorCategory(enum.StrEnum):
     CONNECT = "connect"  # refused, DNS, TLS handshake
+    CLOSED = "closed"  # the connection closed or reset after the request was sent, before any response byte
     TIMEOUT = "timeout"  # no first byte in time, or the whole request over its limit
     STALL = "stall"  # the stream went silent mid-way for longer than the stall timeout
     HTTP_4XX = "http_4xx"
     HTTP_5XX = "http_5xx"
-    STREAM_CUT = "stream_cut"  # connection ended before [DONE]
+    REDIRECT = "redirect"  # a 3xx not followed (not 307/308, another host, or too many hops); names the Location
+    STREAM_CUT = "stream_cut"  # the connection was cut, or the response ended, before [DONE]
+    NO_DONE = "no_done"  # the response ended cleanly after finish_reason and usage, but without [DONE]
     BAD_JSON = "bad_json"  # a data event that is not valid JSON
-    NOT_OPENAI = "not_openai"  # 2xx but not an OpenAI-style SSE stream (wrong content type, wrong shape)
+    NOT_OPENAI = "not_openai"  # 2xx but not an OpenAI-style SSE stream (content type or encoding, shape, size)
     STREAM_ERROR = "stream_error"  # the server sent an error event inside the stream
     NO_USAGE = "no_usage"  # stream finished without a usage chunk; token counts are estimates
     CANCELLED = "cancelled"  # the user was stopped while the request was in flight
     LOST_WITH_WORKER = "lost_with_worker"
     NOT_SENT = "not_sent"
+    CLIENT = "client"  # slabench itself failed on this response (a bug to report); the record keeps its timings
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +93,10 @@ class RequestRecord:
     outcome: Outcome = Outcome.OK
     error_category: ErrorCategory | None = None
     http_status: int | None = None
-    error_message: str | None = None
+    error_message: str | None = None  # API keys and bearer tokens redacted
+    retry_after: float | None = None  # seconds the server asked to wait (Retry-After on a 429/503)
+    backoff: float | None = None  # seconds a closed-loop user waited after this request before its next one
+    redirects: int | None = None  # 307/308 redirects followed (same method and body) to get this answer
     # quality (workload-specific; None when not graded)
     quality_task: str | None = None
     parse_ok: bool | None = None

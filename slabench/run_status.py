@@ -90,6 +90,7 @@ class RunStatus(_Model):
     records: int | None = None  # None: a file of before the count was written
     outcomes: dict[str, int] = Field(default_factory=dict)
     degraded: bool = False
+    stopped: str | None = None  # why the run was stopped early (e.g. every request refused), None when it was not
     lost_workers: dict[str, Any] | list[str] = Field(default_factory=list)  # id → when, and what was in flight
     workers_without_final_batch: list[str] = Field(default_factory=list)
     saturation: Saturation = Field(default_factory=Saturation)
@@ -99,6 +100,8 @@ class RunStatus(_Model):
         if self.degraded:
             lost = sorted({*self.lost_workers, *self.workers_without_final_batch})
             out.append(f"lost worker(s) {', '.join(lost) or '?'}: their in-flight requests have no measurement")
+        if self.stopped:
+            out.append(f"the run was stopped early: {self.stopped}")
         not_sent = self.outcomes.get("not_sent", 0)
         if not_sent:
             out.append(f"{not_sent} scheduled requests were never sent")

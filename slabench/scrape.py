@@ -37,9 +37,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import gevent
 from prometheus_client.parser import text_string_to_metric_families
 
 SCHEMA_VERSION = 1
+FIRST_SCRAPE_TIMEOUT_S = 2.0  # the baseline scrape, taken before any user starts
 PREFIX = "vllm:"
 FILE_NAME = "server_metrics.jsonl"
 GAUGES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc")
@@ -259,6 +261,7 @@ class Scraper:
         api_key: str | None = None,
         verify_tls: bool = True,
         timeout: float = 5.0,
+        first_timeout: float = FIRST_SCRAPE_TIMEOUT_S,
     ) -> None:
         from urllib.parse import urlsplit
 
@@ -266,6 +269,7 @@ class Scraper:
 
         parts = urlsplit(url)
         self.url, self.out, self.run_id = url, Path(out), run_id
+        self.timeout, self.first_timeout = timeout, first_timeout
         self.path = (parts.path or "/metrics") + (f"?{parts.query}" if parts.query else "")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = HTTPClient(
@@ -283,9 +287,13 @@ class Scraper:
         self.warned: set[str] = set()
 
     def fetch(self) -> str:
+        # The whole exchange is bounded, not only each read: the baseline scrape holds up the run's start, and a
+        # server that accepts and never answers (or trickles) must not hold it for long.
+        limit = self.timeout if self.scrapes or self.failures else self.first_timeout
         try:
-            resp = self._client.get(self.path, headers=self._headers)
-            body = resp.read()
+            with gevent.Timeout(limit, TimeoutError(f"no answer within {limit:g} s")):
+                resp = self._client.get(self.path, headers=self._headers)
+                body = resp.read()
         except Exception as e:  # any transport failure: counted, warned once, retried next tick
             raise FetchError(f"{type(e).__name__}: {e}".rstrip(": "), permanent=False) from None
         if resp.status_code != 200:

@@ -4,11 +4,21 @@ time of the feed that completed it.
 Follows the WHATWG event-stream rules that OpenAI-compatible servers use: lines end in CRLF, LF or CR; a line
 starting with ':' is a comment (keep-alive); `data:` lines accumulate (joined by '\\n'); a blank line dispatches the
 event; one leading space after the colon is dropped. Events with no data are not dispatched.
+
+Bounded and linear: a line (or an event's accumulated data) longer than `max_event_bytes` raises `EventTooLong`
+instead of growing without end, and the pieces of a long line are kept in a list and joined once, so a line that
+arrives in a thousand reads costs a thousand appends, not a thousand ever-longer copies.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+DEFAULT_MAX_EVENT_BYTES = 1 << 20  # 1 MiB: a chunk of an LLM stream is ~100–2,000 bytes
+
+
+class EventTooLong(ValueError):
+    """A line or an event exceeded the parser's limit (the stream is not an OpenAI-style event stream)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,31 +29,53 @@ class SSEEvent:
 
 
 class SSEParser:
-    __slots__ = ("_buf", "_data", "_event", "_pending_cr", "comments")
+    __slots__ = ("_data", "_data_len", "_event", "_partial", "_partial_len", "_pending_cr", "comments", "max_bytes")
 
-    def __init__(self) -> None:
-        self._buf = b""
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self.max_bytes = max_event_bytes
+        self._partial: list[bytes] = []  # the pieces of a line whose end has not arrived yet
+        self._partial_len = 0
         self._data: list[str] = []
+        self._data_len = 0
         self._event: str | None = None
         self._pending_cr = False  # the last byte seen was CR: a following LF belongs to the same line end
         self.comments = 0  # keep-alive comment lines seen
 
     def feed(self, chunk: bytes, now: float) -> list[SSEEvent]:
+        if self._pending_cr:
+            self._pending_cr = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
         if not chunk:
             return []
-        if self._pending_cr and chunk.startswith(b"\n"):
-            chunk = chunk[1:]
-        self._pending_cr = chunk.endswith(b"\r")
-        buf = self._buf + chunk
-        if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *lines, self._buf = buf.split(b"\n")
+        self._pending_cr = chunk[-1] == 0x0D
+        if 0x0D in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\n" not in chunk:
+            self._partial_len += len(chunk)
+            if self._partial_len > self.max_bytes:
+                raise EventTooLong(f"a line longer than {self.max_bytes:,} bytes")
+            self._partial.append(chunk)
+            return []
+        *lines, rest = chunk.split(b"\n")
+        if self._partial:
+            self._partial.append(lines[0])
+            lines[0] = b"".join(self._partial)
+            self._partial = []
+        if len(chunk) + self._partial_len > self.max_bytes and max(map(len, lines)) > self.max_bytes:
+            raise EventTooLong(f"a line longer than {self.max_bytes:,} bytes")
+        self._partial_len = len(rest)
+        if rest:
+            if self._partial_len > self.max_bytes:
+                raise EventTooLong(f"a line longer than {self.max_bytes:,} bytes")
+            self._partial.append(rest)
         out: list[SSEEvent] = []
         for line in lines:
             if not line:
                 if self._data:
                     out.append(SSEEvent("\n".join(self._data), now, self._event))
                 self._data = []
+                self._data_len = 0
                 self._event = None
             elif line[0] == 0x3A:  # ':'
                 self.comments += 1
@@ -53,9 +85,12 @@ class SSEParser:
 
     def _field(self, line: bytes) -> None:
         name, sep, value = line.partition(b":")
-        if sep and value.startswith(b" "):
+        if sep and value[:1] == b" ":
             value = value[1:]
         if name == b"data":
+            self._data_len += len(value) + 1
+            if self._data_len > self.max_bytes:
+                raise EventTooLong(f"an event with more than {self.max_bytes:,} bytes of data")
             self._data.append(value.decode("utf-8", "replace"))
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
@@ -64,4 +99,4 @@ class SSEParser:
     @property
     def pending(self) -> bool:
         """Bytes or data lines received but not yet dispatched (a stream cut mid-event)."""
-        return bool(self._buf or self._data)
+        return bool(self._partial or self._data)

@@ -69,3 +69,45 @@ def simulator() -> Iterator[Callable[..., str]]:
     for p in procs:
         p.terminate()
         p.wait(5)
+
+
+class HostileServer:
+    """tests/hostile_server.py running in its own process: its URL and the requests it logged."""
+
+    def __init__(self, log: Path, mix: list[str] | None = None) -> None:
+        self.log = log
+        argv = [sys.executable, str(ROOT / "tests" / "hostile_server.py"), str(log)]
+        if mix:
+            argv += ["--mix", ",".join(mix)]
+        self.proc, port = _start(argv)
+        self.url = f"http://127.0.0.1:{port}"
+
+    def rows(self, since: int = 0) -> list[dict]:
+        """Logged lines from line `since` on (see `mark`)."""
+        lines = self.log.read_text().splitlines() if self.log.exists() else []
+        return [json.loads(x) for x in lines[since:]]
+
+    def mark(self) -> int:
+        return len(self.log.read_text().splitlines()) if self.log.exists() else 0
+
+    def requests(self, since: int = 0) -> list[dict]:
+        """The completion requests it received (not model discovery or /metrics)."""
+        return [r for r in self.rows(since) if r.get("method") == "POST"]
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def hostile_server(tmp_path: Path) -> Iterator[Callable[..., HostileServer]]:
+    """Start tests/hostile_server.py (optionally with a --mix of behaviours); returns a HostileServer."""
+    servers: list[HostileServer] = []
+
+    def start(mix: list[str] | None = None) -> HostileServer:
+        servers.append(HostileServer(tmp_path / f"hostile{len(servers)}.jsonl", mix))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.stop()

@@ -424,11 +424,14 @@ class SweepRunner:
 
 
 def _last_line(path: Path) -> str:
+    """The line that says why locust stopped: slabench's own stop line if there is one, else the last line."""
     try:
         lines = [x for x in path.read_text(encoding="utf-8", errors="replace").splitlines() if x.strip()]
     except OSError:
         return "no output"
-    return lines[-1].strip() if lines else "no output"
+    stop = [x for x in lines if "slabench: stopping the run:" in x]
+    line = stop[-1].split("slabench: ", 1)[1] if stop else lines[-1] if lines else "no output"
+    return line.strip()
 
 
 def _now() -> str:

@@ -161,7 +161,7 @@ def test_completions_endpoint(server):
 @pytest.mark.parametrize(
     "script,outcome,category,message",
     [
-        ("cut", Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, "stream cut before [DONE]"),
+        ("cut", Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, "connection cut before [DONE]"),
         ("badjson", Outcome.ERROR, ErrorCategory.BAD_JSON, "invalid JSON"),
         ("errevent", Outcome.ERROR, ErrorCategory.STREAM_ERROR, "engine died"),
         ("nousage", Outcome.INCOMPLETE, ErrorCategory.NO_USAGE, "without a usage chunk"),

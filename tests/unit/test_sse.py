@@ -1,7 +1,8 @@
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slabench.sse import SSEParser
+from slabench.sse import EventTooLong, SSEParser
 
 STREAM = (
     b": keep-alive\r\n\r\n"
@@ -62,3 +63,36 @@ def test_crlf_split_across_feeds_is_one_line_end():
     p = SSEParser()
     out = p.feed(b"data: a\r", 0.0) + p.feed(b"\n\r", 1.0) + p.feed(b"\n", 2.0)
     assert [(e.data, e.time) for e in out] == [("a", 1.0)]
+
+
+def test_a_line_up_to_the_limit_is_fine_one_byte_more_is_not():
+    line = b"data: " + b"x" * 94  # 100 bytes
+    (ev,) = SSEParser(max_event_bytes=100).feed(line + b"\n\n", 0.0)
+    assert len(ev.data) == 94
+    with pytest.raises(EventTooLong, match="longer than 100 bytes"):
+        SSEParser(max_event_bytes=100).feed(line + b"y\n\n", 0.0)
+
+
+@given(st.lists(st.integers(min_value=1, max_value=50), min_size=1, max_size=30))
+def test_a_long_line_is_caught_however_it_is_split(sizes):
+    """No newline in sight: the parser keeps the pieces (never one ever-growing copy) and stops at the limit."""
+    p = SSEParser(max_event_bytes=200)
+    fed = 0
+    with pytest.raises(EventTooLong):
+        for n in [*sizes, 201]:
+            p.feed(b"z" * n, 0.0)
+            fed += n
+    assert fed <= 200
+
+
+def test_an_event_of_many_short_data_lines_is_bounded_too():
+    p = SSEParser(max_event_bytes=1000)
+    with pytest.raises(EventTooLong, match="event with more than 1,000 bytes"):
+        for _ in range(200):
+            p.feed(b"data: " + b"y" * 10 + b"\n", 0.0)
+
+
+def test_cr_only_lines_dispatch_as_they_arrive():
+    p = SSEParser()
+    assert [e.data for e in p.feed(b"data: a\r\r", 1.0)] == ["a"]
+    assert [e.data for e in p.feed(b"data: b\r", 2.0) + p.feed(b"\r", 3.0)] == ["b"]

@@ -1,0 +1,307 @@
+"""The streaming client against a hostile server (tests/hostile_server.py): every request the server received is
+exactly one classified record (joined by X-Request-Id), whatever the server does, and the client goes on working.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+
+import gevent
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from slabench import metrics
+from slabench.client import RecordMeta, StreamingClient, Target, chat_body
+from slabench.sinks import open_sink, read_records
+from tests.conftest import HostileServer
+
+KEY = "sk-hostile-test-0123456789abcdef"
+META = RecordMeta(run_id="hostile")
+
+
+@dataclass(frozen=True)
+class Case:
+    behaviour: str
+    expect: tuple[str, ...]  # per request: "ok" or the error category
+    message: str = ""  # a fragment every failed record's message holds
+    hops: int = 1  # requests the server receives per record (redirects followed)
+    target: dict = field(default_factory=dict)
+    not_in_message: str = ""
+
+
+def ok(behaviour: str, **kw) -> Case:
+    return Case(behaviour, ("ok", "ok"), **kw)
+
+
+def fails(behaviour: str, category: str, message: str = "", **kw) -> Case:
+    return Case(behaviour, (category, category), message, **kw)
+
+
+STALL = {"stall_timeout": 0.5}
+CASES = [
+    # streams the client must accept
+    ok("ok"),
+    ok("crlf"),
+    ok("cr_only"),
+    ok("data_no_space"),
+    ok("comments_and_fields"),
+    ok("one_byte_chunks"),
+    ok("empty_choices_prelude"),
+    ok("reasoning_first"),
+    ok("invalid_utf8"),
+    ok("content_length_body"),
+    ok("close_delimited"),
+    ok("interim_100"),
+    ok("done_then_hold", target={"stall_timeout": 3.0}),
+    ok("done_then_junk"),
+    ok("redirect_307", hops=2),
+    ok("slow_trickle"),
+    # what the server said went wrong
+    fails("error_event", "stream_error", "engine overloaded"),
+    fails("error_event_echoes_key", "stream_error", "[redacted]"),
+    fails("http_500", "http_5xx", "HTTP 500: boom"),
+    fails("rate_limited_429", "http_4xx", "HTTP 429"),
+    fails("busy_503", "http_5xx", "HTTP 503"),
+    fails("unauthorized_401", "http_4xx", "check the API key"),
+    fails("forbidden_403", "http_4xx", "HTTP 403"),
+    fails("unknown_model_404", "http_4xx", "does not exist", not_in_message="OpenAI-compatible"),
+    fails("path_404", "http_4xx", "not found"),
+    # not an OpenAI stream
+    fails("bad_json", "bad_json", "invalid JSON"),
+    fails("delta_is_string", "not_openai", '"delta": "Hello"'),
+    fails("content_is_number", "not_openai", '"content": 42'),
+    fails("choices_not_a_list", "not_openai", "choices"),
+    fails("usage_not_an_object", "not_openai", "usage"),
+    fails("tokens_not_numbers", "not_openai", "prompt_tokens"),
+    fails("choice_is_null", "not_openai", "[null]"),
+    fails("event_is_array", "not_openai", "not a JSON object"),
+    fails("html_200", "not_openai", "text/html"),
+    fails("gzip_stream", "not_openai", "Content-Encoding: gzip"),
+    fails("huge_line", "not_openai", "1,048,576 bytes"),
+    fails("huge_event", "not_openai", "1,048,576 bytes"),
+    fails("redirect_loop_308", "redirect", "more than 5 redirects", hops=6),
+    fails("redirect_other_host", "redirect", "http://other.invalid:9/v1/chat/completions"),
+    fails("redirect_302", "redirect", "/login"),
+    # the stream did not finish
+    fails("cut_mid_stream", "stream_cut", "connection"),
+    fails("reset_mid_stream", "stream_cut", "connection"),
+    fails("cut_mid_line", "stream_cut", "connection"),
+    fails("no_done_cut", "stream_cut", "connection"),
+    fails("empty_200", "stream_cut", "ended before [DONE]"),
+    fails("no_done_clean_end", "no_done", "without [DONE]"),
+    fails("no_usage", "no_usage", "usage"),
+    fails("stall_mid_stream", "stall", "no bytes for 0.5 s", target=STALL),
+    fails("no_answer", "timeout", "no response within 0.5 s", target=STALL),
+    # a reused keep-alive connection closed after the server read the request: never sent twice
+    Case("closed_on_reuse", ("ok", "closed"), "closed the connection"),
+    Case("reset_on_reuse", ("ok", "closed"), "connection"),
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> HostileServer:
+    s = HostileServer(tmp_path_factory.mktemp("hostile") / "log.jsonl")
+    yield s
+    s.stop()
+
+
+def body(**extra) -> dict:
+    return chat_body("m", [{"role": "user", "content": "hi"}], 16, **extra)
+
+
+def send(client: StreamingClient, behaviour: str, **extra):
+    return client.send("chat", body(**extra), META, headers={"X-Hostile": behaviour})
+
+
+def test_the_table_covers_every_behaviour_of_the_server():
+    from tests.hostile_server import BEHAVIOURS
+
+    assert len(CASES) >= 25
+    covered = {c.behaviour for c in CASES} | {"timed", "echo_events"}  # those two have tests of their own below
+    assert covered == set(BEHAVIOURS)
+
+
+def test_the_docs_list_every_behaviour():
+    """docs/client.md's table names each behaviour with the class this test table expects."""
+    from tests.conftest import ROOT
+
+    documented = {}
+    for line in (ROOT / "docs" / "client.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`") and cells[0].endswith("`"):
+            klass = cells[2].split(" (")[0]
+            documented[cells[0].strip("`")] = tuple(klass.split(", then ")) if ", then " in klass else (klass,) * 2
+    assert documented == {c.behaviour: c.expect for c in CASES}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.behaviour)
+def test_every_request_the_server_saw_is_one_classified_record(server, case, capfd):
+    mark = server.mark()
+    client = StreamingClient(Target(server.url, api_key=KEY, **{"request_timeout": 10.0, **case.target}))
+    try:
+        replies = [send(client, case.behaviour) for _ in case.expect]
+        after = send(client, "ok")  # the run goes on: the same client still works
+    finally:
+        client.close()
+    records = [r.record for r in replies]
+    got = [r.error_category or "ok" for r in records]
+    assert got == list(case.expect), [r.error_message for r in records]
+    assert after.record.outcome == "ok", after.record.error_message
+    # Joined by X-Request-Id: every request the server received has its record, none was sent twice unseen.
+    received = Counter(row["request_id"] for row in server.requests(mark))
+    assert received == {**{r.request_id: case.hops for r in records}, after.record.request_id: 1}
+    for r in records:
+        json.dumps(r.to_dict())  # storable
+        assert KEY not in (r.error_message or "")
+        if r.outcome == "ok":
+            assert r.error_message is None and r.completion_tokens == 3 and r.token_source == "server"
+            assert metrics.ttft(r) is not None and r.sent <= r.first_token <= r.last_token <= r.end
+        else:
+            assert case.message in r.error_message, r.error_message
+            assert not case.not_in_message or case.not_in_message not in r.error_message
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_every_request_asks_for_an_unencoded_stream(server):
+    mark = server.mark()
+    client = StreamingClient(Target(server.url))
+    send(client, "ok")
+    client.close()
+    assert [row["accept_encoding"] for row in server.requests(mark)] == ["identity"]
+
+
+def test_retry_after_is_recorded(server):
+    client = StreamingClient(Target(server.url))
+    r429, r503 = send(client, "rate_limited_429").record, send(client, "busy_503").record
+    client.close()
+    assert (r429.http_status, r429.retry_after) == (429, 1.0)
+    assert (r503.http_status, r503.retry_after) == (503, 2.0)
+
+
+def test_a_redirect_followed_is_one_record_timed_from_the_first_request(server):
+    mark = server.mark()
+    client = StreamingClient(Target(server.url))
+    r = send(client, "redirect_307").record
+    client.close()
+    rows = server.requests(mark)
+    assert [row["behaviour"] for row in rows] == ["redirect_307", "ok"]
+    assert r.redirects == 1 and r.outcome == "ok"
+    assert r.sent <= rows[0]["received"] <= rows[1]["received"] <= r.first_token
+
+
+def test_done_ends_the_request_and_the_connection_is_not_reused(server):
+    """A server that holds the response open after [DONE]: the record ends at [DONE], and the next request goes out
+    on a new connection (the old one's body never ended)."""
+    mark = server.mark()
+    client = StreamingClient(Target(server.url, stall_timeout=30.0))
+    first = send(client, "done_then_hold").record
+    second = send(client, "ok").record
+    client.close()
+    rows = server.requests(mark)
+    assert first.outcome == "ok" and second.outcome == "ok"
+    assert first.end - first.sent < 15  # not the 30 s stall timeout
+    assert rows[0]["conn"] != rows[1]["conn"]
+
+
+def test_a_clean_keep_alive_connection_is_reused(server):
+    mark = server.mark()
+    client = StreamingClient(Target(server.url))
+    for _ in range(3):
+        assert send(client, "ok").record.outcome == "ok"
+    client.close()
+    assert len({row["conn"] for row in server.requests(mark)}) == 1
+
+
+def test_a_huge_line_does_not_disturb_another_stream(server):
+    """While one stream receives a 40 MB line, another stream in the same process is still stamped to the
+    millisecond (a quadratic or unbounded read would freeze the event loop for seconds)."""
+    for attempt in range(3):  # a shared machine may deschedule the client now and then; one clean try of three
+        mark = server.mark()
+        a, b = StreamingClient(Target(server.url)), StreamingClient(Target(server.url))
+        timed = gevent.spawn(send, a, "timed")
+        gevent.sleep(0.12)  # the huge line arrives while the timed stream is mid-way
+        huge = gevent.spawn(send, b, "huge_line")
+        gevent.joinall([timed, huge], raise_error=True)
+        a.close()
+        b.close()
+        r = timed.value.record
+        assert huge.value.record.error_category == "not_openai"
+        assert r.outcome == "ok", r.error_message
+        sent = next(row["sent"] for row in server.rows(mark) if row.get("request_id") == r.request_id and "sent" in row)
+        content_sent = sent[:11]  # the content chunks (the last send is usage + [DONE])
+        errors = [abs(m - s) for m, s in zip(r.chunk_times, content_sent, strict=True)]
+        if max(errors) < 0.003 or attempt == 2:
+            assert max(errors) < 0.003, errors
+            return
+
+
+# -- any JSON shape in a chunk: exactly one record, never an exception ---------------------------------------------
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+COUNTS = st.one_of(JSON, st.integers(min_value=0, max_value=100))
+DELTA = st.one_of(
+    JSON,
+    st.fixed_dictionaries(
+        {},
+        optional={"content": st.one_of(JSON, st.text()), "reasoning_content": JSON, "role": JSON, "reasoning": JSON},
+    ),
+)
+CHOICE = st.one_of(
+    JSON,
+    st.fixed_dictionaries({}, optional={"delta": DELTA, "text": JSON, "finish_reason": JSON, "index": JSON}),
+)
+USAGE = st.one_of(
+    JSON,
+    st.fixed_dictionaries(
+        {},
+        optional={"prompt_tokens": COUNTS, "completion_tokens": COUNTS, "prompt_tokens_details": JSON},
+    ),
+)
+CHUNK = st.one_of(
+    JSON,
+    st.fixed_dictionaries({}, optional={"choices": st.one_of(JSON, st.lists(CHOICE, max_size=3)), "usage": USAGE}),
+    st.fixed_dictionaries({"error": JSON}),
+)
+ALLOWED = {"ok", "not_openai", "bad_json", "stream_error", "no_usage"}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(CHUNK, min_size=1, max_size=4))
+def test_any_json_in_a_chunk_is_one_classified_record(server, tmp_path, chunks):
+    events = [json.dumps(c) for c in chunks]
+    mark = server.mark()
+    client = StreamingClient(Target(server.url))
+    try:
+        reply = send(client, "echo_events", hostile_events=events)
+    finally:
+        client.close()
+    r = reply.record
+    assert (r.error_category or "ok") in ALLOWED, r.error_message
+    assert [row["request_id"] for row in server.requests(mark)] == [r.request_id]
+    assert isinstance(reply.text, str)
+    assert r.completion_tokens is None or (type(r.completion_tokens) is int and r.completion_tokens >= 0)
+    assert r.finish_reason is None or isinstance(r.finish_reason, str)
+    # storable in both record formats, and read back the same
+    for suffix in ("jsonl", "parquet"):
+        path = tmp_path / f"{r.request_id}.{suffix}"
+        sink = open_sink(path)
+        sink.write([r])
+        sink.close()
+        assert read_records(path) == [r]
+
+
+def test_cr_only_stream_is_stamped_as_events_arrive(server):
+    """CR-only line endings: each event is stamped when it arrives, not when the response ends (1 s after [DONE])."""
+    client = StreamingClient(Target(server.url))
+    r = send(client, "cr_only").record
+    client.close()
+    assert r.outcome == "ok" and len(r.chunk_times) == 3
+    assert r.end - r.last_token < 0.5
+    assert all(b >= a for a, b in itertools.pairwise(r.chunk_times))
