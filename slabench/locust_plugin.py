@@ -440,7 +440,8 @@ class RecordHub:
         )
         write_run_status(self.sink.path.parent, status)
         for reason in status.reasons() + saturation_reasons(status.saturation, MeasurementPolicy()):
-            log.warning("slabench: measurement incomplete: %s", reason)
+            if not (self.stop_reason and self.stop_reason in reason):  # that one was logged when the run stopped
+                log.warning("slabench: measurement incomplete: %s", reason)
 
 
 def summary_line(count: int, path: Path, outcomes: Counter) -> str:
