@@ -33,6 +33,7 @@ from locust.runners import WorkerRunner
 
 from slabench.errors import UserError
 from slabench.record import RequestRecord
+from slabench.run_status import MeasurementPolicy, saturation_reasons
 from slabench.webui import server_metrics, tab
 from slabench.webui.live import DEFAULT_WINDOW_S, LiveAggregator, Series, series_point
 
@@ -213,10 +214,17 @@ class LiveView:
             "run_id": self.hub.run_id,
             "state": str(self.env.runner.state) if self.env.runner else None,
             "lost_workers": dict(getattr(self.hub, "lost_workers", {}) or {}),
+            "saturation": self.saturation(),
             "sla": self.sla,
             "series": self.series.since(since),
             "series_seq": self.series.last_seq,
         }
+
+    def saturation(self) -> list[str]:
+        """The load generator's saturation so far, judged by the default measurement policy (the final verdict
+        judges it by the contract's)."""
+        watch = getattr(self.hub, "saturation", None)
+        return saturation_reasons(watch.snapshot(), MeasurementPolicy()) if watch is not None else []
 
     def tab_rows(self) -> list[dict[str, str]]:
         snap = self.snapshot()

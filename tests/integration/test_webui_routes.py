@@ -80,6 +80,7 @@ def test_routes_during_and_after_a_local_run(run: tuple[str, Path]) -> None:
     running = wait_for(lambda: (s := live())["window"]["records"] > 0 and s["state"] == "running" and s, 30, "records")
     assert isinstance(running["in_flight"], int) and 0 <= running["in_flight"] <= 3
     assert running["server"] is None and running["sla"] is None  # --server-metrics off; no --sla
+    assert isinstance(running["saturation"], list)  # the load generator's saturation, shown in the tab's banner
     stats = json.loads(get(url + "/stats/requests"))
     (ext,) = [e for e in stats["extended_stats"] if e["key"] == "llm"]
     rows = {r["metric"]: r for r in ext["data"]}

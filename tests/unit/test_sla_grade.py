@@ -266,3 +266,23 @@ def test_incomplete_evidence_caps_a_pass_at_conditional():
     assert failing.status is F and exit_code(failing) == 4  # an incomplete run never exits as an SLA result
     complete = grade(contract(targets=TARGETS), replica(), [good_level()])
     assert complete.status is P and exit_code(complete) == 0 and complete.to_dict()["measurement"] == "complete"
+
+
+def test_saturation_reasons_follow_the_policy():
+    from slabench.run_status import MeasurementPolicy, Saturation, saturation_reasons
+
+    policy = MeasurementPolicy()
+    assert saturation_reasons(Saturation(cpu_samples_over_90=1), policy) == []  # one 5 s spike is tolerated
+    (why,) = saturation_reasons(Saturation(cpu_samples_over_90=1, worker_cpu_over_90=True), policy)
+    assert "2 samples of 5 s (a worker's among them)" in why and why.startswith("saturated: ")
+    late = Saturation(open_loop_sends=1000, late_sends=11, late_bound_s=0.25)
+    assert (
+        "11 of 1000 open-loop requests went out more than 0.25 s after their schedule"
+        in saturation_reasons(late, policy)[0]
+    )
+    assert saturation_reasons(late.model_copy(update={"late_sends": 10}), policy) == []  # 1 % is the bound
+    sim = Saturation(sim_late_s=1.0, sim_span_s=19.0, sim_late_steps=40)
+    assert (
+        saturation_reasons(sim, policy)
+        and saturation_reasons(sim, MeasurementPolicy(max_simulator_late_share=0.06)) == []
+    )
