@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import yaml
 
 from slabench.deploy.errors import DeployFailed
+from slabench.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -44,3 +45,29 @@ def target_host(serving: Rendered, namespace: str) -> str:
     svc = serving.one("Service", "server")
     port = next(p["port"] for p in svc["spec"]["ports"] if p.get("name") == "http")
     return f"http://{svc['metadata']['name']}.{namespace}.svc:{port}"
+
+
+@dataclass(frozen=True)
+class AlbTarget:
+    """How the Locust Job reaches vLLM through the ALB: a fixed URL (the Ingress names its host), or the
+    load balancer's DNS name, which exists only once the controller has created it (`url` None)."""
+
+    ingress: str
+    url: str | None
+
+
+def alb_target(serving: Rendered) -> AlbTarget:
+    ingresses = [d for d in serving.docs if d.get("kind") == "Ingress"]
+    if len(ingresses) != 1:
+        raise UserError(
+            f"--target alb: the serving chart renders {len(ingresses)} Ingresses, not one — keep ingress.enabled "
+            "(the default) in the serving values, or use --target service"
+        )
+    ing = ingresses[0]
+    tls = "alb.ingress.kubernetes.io/certificate-arn" in (ing["metadata"].get("annotations") or {})
+    host = next((r["host"] for r in ing["spec"].get("rules", []) if r.get("host")), None)
+    if tls and not host:
+        raise UserError(
+            "--target alb: the ALB has a certificate but the Ingress no host to verify it against — set ingress.host"
+        )
+    return AlbTarget(ing["metadata"]["name"], f"{'https' if tls else 'http'}://{host}" if host else None)

@@ -32,6 +32,7 @@ class DeployPlan:
     charts_dir: Path
     run_id: str
     kind: str  # burst | sweep
+    target: str = "service"  # service: the vLLM Service in the cluster; alb: through the load balancer
     serving_values_files: tuple[Path, ...] = ()
     locust_values_files: tuple[Path, ...] = ()
     model: str | None = None
@@ -50,6 +51,7 @@ class DeployPlan:
     locust_role_arn: str | None = None
     keep: bool = False
     ready_timeout_s: float = 2700.0
+    alb_timeout_s: float = 600.0
     run_timeout_s: float = 14400.0
     poll_interval_s: float = 10.0
     results_dir: Path = field(default=Path("runs"))
@@ -109,7 +111,57 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
         raise UserError("--sla: the run is graded against an SLA contract — pass --sla sla.yaml")
     if not dry_run and plan.results is None:
         raise UserError("--results-s3: give s3://BUCKET/PREFIX/ so the Job's records and report can be fetched")
+    check_run_configs(plan)
     return plan
+
+
+def _one_line(e: UserError) -> UserError:
+    first, *rest = str(e).splitlines() or [""]
+    return UserError(first + (f" (and {len(rest)} more problems)" if rest else ""))
+
+
+def check_run_configs(plan: DeployPlan) -> None:
+    """Load the SLA contract and the sweep config with the suite's own loaders — what the Job would do first, after a
+    GPU node came up — and check that the sweep tests the contract's load. One line naming file and field, exit 3."""
+    import tempfile
+
+    from sla.contract import load_contract
+    from slabench.sweep.config import load_sweep
+
+    embedded = load_values_files(plan.locust_values_files).get("config") or {}
+    with tempfile.TemporaryDirectory() as tmp:
+        sources: dict[str, tuple[Path, str]] = {}  # key -> (file to load, how to name it)
+        for key, given in (("sla", plan.sla), ("sweep", plan.sweep)):
+            if given is not None:
+                sources[key] = (given, str(given))
+            elif isinstance(embedded.get(key), str) and embedded[key].strip():
+                f = Path(tmp) / f"{key}.yaml"
+                f.write_text(embedded[key], encoding="utf-8")
+                sources[key] = (f, f"{_values_file_with(plan.locust_values_files, key)}: config.{key}")
+        try:
+            # The suite image's workdir holds this repo's locustfiles/, next to the charts.
+            cfg = load_sweep(sources["sweep"][0], plan.charts_dir.parent) if "sweep" in sources else None
+            contract = load_contract(sources["sla"][0]) if "sla" in sources else None
+        except UserError as e:
+            for path, name in sources.values():
+                e = UserError(str(e).replace(str(path), name))
+            raise _one_line(e) from None
+    if plan.kind == "sweep" and cfg is not None and contract is not None:
+        load = contract.contract.load
+        if load.concurrency is None or load.concurrency not in cfg.levels:
+            what = f"{load.concurrency} is" if load.concurrency is not None else f"{load.label} is not a concurrency,"
+            err = contract.error(("load", "concurrency"), f"{what} not one of the sweep's levels {cfg.levels}")
+            raise UserError(str(err).replace(str(sources["sla"][0]), sources["sla"][1])) from None
+
+
+def _values_file_with(files: tuple[Path, ...], key: str) -> Path | None:
+    """The last values file that sets config.<key> (the one Helm's merge keeps)."""
+    found = None
+    for f in files:
+        data = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+        if isinstance(data, dict) and key in (data.get("config") or {}):
+            found = f
+    return found
 
 
 def _values_mention(files: tuple[Path, ...], key: str) -> bool:
@@ -185,9 +237,8 @@ def locust_overrides(plan: DeployPlan, target_host: str) -> dict:
     _put(v, "headless.spawnRate", plan.spawn_rate)
     _put(v, "headless.runTime", plan.run_time)
     _put(v, "workers.replicas", plan.workers)
-    if plan.kind == "burst":
-        # One run id for the records, the S3 prefix and the report.
-        _put(v, "headless.extraArgs", ["--run-id", plan.run_id])
+    # One run id for the records, the S3 prefix and the report (a sweep names its directory with it).
+    _put(v, "headless.extraArgs", ["--run-id" if plan.kind == "burst" else "--sweep-id", plan.run_id])
     if plan.sla:
         _put(v, "config.sla", plan.sla.read_text(encoding="utf-8"))
     if plan.sweep:

@@ -277,7 +277,9 @@ def test_headless_burst_is_a_job_with_the_exact_ci_command_line():
 def test_headless_sweep_runs_slabench_sweep_without_workers():
     docs = render(LOCUST, values_files=(LOCUST / "ci" / "headless-sweep-values.yaml",))
     master = container(one(docs, "Job"), "master")
-    assert master["args"] == ["slabench", "sweep", "--config", "/config/sweep.yaml", "--sla", "/config/sla.yaml"]
+    # The server under test, always: never the embedded simulator a config without target.url would start.
+    assert master["args"] == ["slabench", "sweep", "--config", "/config/sweep.yaml", "--sla", "/config/sla.yaml",
+                              "--target-url", "http://qa-grader-vllm-serving.slabench.svc:8000"]  # fmt: skip
     assert "OPENAI_API_KEY" in env_of(master)  # the sweep sends the requests itself
     assert not [d for d in docs if d["metadata"]["name"].endswith("-workers")]
 

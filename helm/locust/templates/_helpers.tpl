@@ -66,12 +66,15 @@ app.kubernetes.io/part-of: slabench
 {{/* The master's command line, for both the web Deployment and the headless Job. */}}
 {{- define "locust.masterArgs" -}}
 {{- if and (eq .Values.mode "headless") (eq .Values.headless.kind "sweep") }}
+{{- /* Always the server under test: a sweep config without target.url would otherwise start the simulator. */}}
 - slabench
 - sweep
 - --config
 - /config/sweep.yaml
 - --sla
 - /config/sla.yaml
+- --target-url
+- {{ .Values.targetHost }}
 {{- else }}
 {{ include "locust.commonArgs" . | trim }}
 - --master
