@@ -303,6 +303,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._status(415, "UnsupportedMediaType", f"the fake API server decodes only Secrets from {ctype}")
         try:
             self._route(method, parts.path, query, body, ctype)
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the client gave up on the answer (helm and kubectl cancel discovery requests)
         except Exception as e:  # a bug in the fake must show up as a failed call, not a hang
             self._status(500, "InternalError", f"fake API server: {type(e).__name__}: {e}")
 
@@ -359,6 +361,10 @@ class _Handler(BaseHTTPRequestHandler):
             )
         if path.startswith("/openapi/v3"):
             return self._openapi_v3(path)
+        if path == "/openapi/v2":
+            # An empty OpenAPI v2 document (a zero-length protobuf message): clients then find no schema for a kind,
+            # as for a custom resource whose CRD is missing, and report the missing kind itself.
+            return self._send(200, b"", "application/octet-stream")
         if path.startswith("/openapi"):
             return self._status(404, "NotFound", "the fake API server publishes only the OpenAPI v3 index")
         m = _PATH.match(path)

@@ -352,7 +352,7 @@ def test_helm3_renders_the_same_objects_as_helm4():
         assert [d for d in yaml.safe_load_all(a.stdout) if d] == [d for d in yaml.safe_load_all(b.stdout) if d]
 
 
-@pytest.mark.parametrize("chart", [SERVING, LOCUST, ROOT / "karpenter"])
+@pytest.mark.parametrize("chart", [SERVING, LOCUST, ROOT / "karpenter", ROOT / "observability"])
 def test_chart_metadata_schema_and_notes(chart):
     meta = yaml.safe_load((chart / "Chart.yaml").read_text())
     assert meta["apiVersion"] == "v2" and meta["kubeVersion"] == ">=1.30.0-0"
