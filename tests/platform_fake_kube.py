@@ -452,6 +452,8 @@ class _Handler(BaseHTTPRequestHandler):
                 obj = copy.deepcopy(body)
                 obj.setdefault("apiVersion", api_version)
                 obj.setdefault("kind", kind)
+                if not obj["metadata"].get("name") and obj["metadata"].get("generateName"):
+                    obj["metadata"]["name"] = obj["metadata"]["generateName"] + uuid.uuid4().hex[:5]
                 name = obj["metadata"].get("name")
                 if ns:
                     obj["metadata"]["namespace"] = ns

@@ -32,7 +32,8 @@ def test_alerts_are_selected_by_kube_prometheus_stack_and_cover_queue_mig_and_li
     assert one(docs, "PrometheusRule")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     by_name = rules(docs)
     assert set(by_name) == {"SlabenchVllmQueueBacklog", "SlabenchVllmKvCacheFull", "SlabenchVllmTargetDown",
-                            "SlabenchNodePoolNearLimit", "SlabenchMigSlicingFailed", "SlabenchMigPendingTooLong"}  # fmt: skip
+                            "SlabenchNodePoolNearLimit", "SlabenchMigSlicingFailed",
+                            "SlabenchMigPendingTooLong"}  # fmt: skip
     assert by_name["SlabenchVllmQueueBacklog"]["expr"] == "sum by (namespace) (vllm:num_requests_waiting) > 32"
     assert 'label_nvidia_com_mig_config_state="failed"' in by_name["SlabenchMigSlicingFailed"]["expr"]
     assert 'key="slabench.io/mig-pending"' in by_name["SlabenchMigPendingTooLong"]["expr"]
