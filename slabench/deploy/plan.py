@@ -213,7 +213,8 @@ def _put(values: dict, path: str, value: Any) -> None:
 
 def serving_overrides(plan: DeployPlan) -> dict:
     """Chart values that the command-line flags set on the serving chart (flags win over values files)."""
-    v: dict = {}
+    # A benchmark measures a fixed replica count (the contract's deployment.replicas): no autoscaler may change it.
+    v: dict = {"autoscaling": {"enabled": False}}
     _put(v, "aws.region", plan.region)
     _put(v, "model.name", plan.model)
     _put(v, "model.revision", plan.revision)

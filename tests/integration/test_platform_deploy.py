@@ -407,6 +407,7 @@ def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_b
     # What the flags mean, written out independently as values files for plain `helm template`.
     serving_flags = tmp_path / "serving-flags.yaml"
     serving_flags.write_text(yaml.safe_dump({
+        "autoscaling": {"enabled": False},
         "aws": {"region": "eu-west-1"},
         "model": {"name": "org/model", "revision": "abc123", "servedName": "grader"},
         "weightCache": {"bucket": "slabench-models", "prefix": "models"},

@@ -70,6 +70,7 @@ def test_flags_map_to_serving_values(sla):
              "--weights-s3", "s3://models-bkt/weights/v1", "--region", "eu-west-1", "--api-key-secret", "k",
              "--serving-role-arn", "arn:aws:iam::123456789012:role/r", "--dry-run")  # fmt: skip
     assert serving_overrides(p) == {
+        "autoscaling": {"enabled": False},
         "aws": {"region": "eu-west-1"},
         "model": {"name": "org/m", "revision": "abc", "servedName": "qa"},
         "weightCache": {"bucket": "models-bkt", "prefix": "weights/v1"},
@@ -79,7 +80,10 @@ def test_flags_map_to_serving_values(sla):
 
 
 def test_unset_flags_leave_chart_defaults_alone(sla):
-    assert serving_overrides(plan("--sla", str(sla), "--dry-run")) == {"aws": {"region": "us-east-1"}}
+    assert serving_overrides(plan("--sla", str(sla), "--dry-run")) == {
+        "autoscaling": {"enabled": False},
+        "aws": {"region": "us-east-1"},
+    }
 
 
 def test_flags_map_to_a_headless_locust_run(sla):
