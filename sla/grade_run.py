@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sla.contract import LoadedContract, load_contract
@@ -22,6 +22,7 @@ from sla.grade import EXIT_CODES, Verdict, grade
 from sla.render import verdict_markdown
 from sla.single_run import levels_from_records
 from slabench.errors import UserError
+from slabench.provenance import instance_type_warning
 from slabench.sinks import read_records
 
 RECORD_NAMES = ("records.jsonl", "records.parquet", "records.ndjson")
@@ -104,7 +105,10 @@ def grade_run_dir(run_dir: str | Path, sla: str | Path | LoadedContract, instanc
     loaded = sla if isinstance(sla, LoadedContract) else load_contract(sla)
     if instance_type:
         loaded = loaded.with_instance_type(instance_type)
-    return grade_input(loaded, read_run(run_dir))
+    verdict = grade_input(loaded, read_run(run_dir))
+    # The run's recorded hardware (slabench.provenance) against the contract's.
+    warning = instance_type_warning(loaded.contract.deployment.instance_type, run_dir)
+    return replace(verdict, notes=[*verdict.notes, warning]) if warning else verdict
 
 
 def exit_code(verdict: Verdict) -> int:

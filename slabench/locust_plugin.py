@@ -32,7 +32,7 @@ from locust import User, constant, events
 from locust.env import Environment
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
-from slabench import metrics
+from slabench import metrics, provenance
 from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url
 from slabench.errors import UserError
 from slabench.record import ErrorCategory, Outcome, RequestRecord
@@ -121,6 +121,7 @@ class RecordHub:
         self._model_lock = gevent.lock.Semaphore()
         self._pump: gevent.Greenlet | None = None
         self.simulator: subprocess.Popen | None = None
+        self._provenance: gevent.Greenlet | None = None
         # Set by a load shape: returns the current stage as RecordMeta fields (stage_level, stage_repeat,
         # stage_phase), so every record says where in the shape it was issued.
         self.stage_fn: Callable[[], dict[str, Any]] | None = None
@@ -171,6 +172,10 @@ class RecordHub:
         if self.is_master:
             self.runner.send_message(MSG_RUN, {"run_id": self.run_id})
         self._start_pump()
+        # What serves the run (slabench.provenance), read beside the load: into run_status.json.
+        if self.env.host:
+            o = self.opts
+            self._provenance = gevent.spawn(provenance.collect, self.env.host, o.api_key_env, o.insecure)
 
     def _on_run(self, msg: Any, **_: Any) -> None:
         self.run_id = msg.data["run_id"]
@@ -328,6 +333,9 @@ class RecordHub:
             "lost_workers": self.lost_workers,
             "workers_without_final_batch": missing,
         }
+        if self._provenance is not None:
+            self._provenance.join(timeout=3 * provenance.TIMEOUT_S)
+            status["provenance"] = self._provenance.value
         path = self.sink.path.parent / "run_status.json"
         path.write_text(json.dumps(status, indent=2) + "\n")
 

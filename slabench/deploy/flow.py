@@ -63,7 +63,8 @@ def render(plan: DeployPlan, helm: Any, alb_hostname: str | None = None) -> Char
         target = alb.url or (f"http://{alb_hostname}" if alb_hostname else ALB_PENDING)
     else:
         target = target_host(serving, plan.namespace)
-    lv = locust_values(plan, target)
+    labels = serving.one("Deployment", "server")["spec"]["selector"]["matchLabels"]
+    lv = locust_values(plan, target, ",".join(f"{k}={v}" for k, v in labels.items()))
     locust = Rendered(plan.locust_chart.name, helm.template(plan.locust_release, plan.locust_chart, lv, plan.namespace))
     return Charts(sv, serving, lv, locust, target)
 

@@ -227,9 +227,11 @@ def serving_overrides(plan: DeployPlan) -> dict:
     return v
 
 
-def locust_overrides(plan: DeployPlan, target_host: str) -> dict:
-    """Chart values for the headless Locust Job of this run."""
+def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str | None = None) -> dict:
+    """Chart values for the headless Locust Job of this run (`serving_selector`: the serving pods' labels, whose nodes
+    the run records as its provenance)."""
     v: dict = {"mode": "headless", "targetHost": target_host}
+    _put(v, "provenance.servingSelector", serving_selector)
     _put(v, "aws.region", plan.region)
     _put(v, "apiKey.secretName", plan.api_key_secret)
     _put(v, "serviceAccount.roleArn", plan.locust_role_arn)
@@ -253,8 +255,9 @@ def serving_values(plan: DeployPlan) -> dict:
     return merge_values(load_values_files(plan.serving_values_files), serving_overrides(plan))
 
 
-def locust_values(plan: DeployPlan, target_host: str) -> dict:
-    return merge_values(load_values_files(plan.locust_values_files), locust_overrides(plan, target_host))
+def locust_values(plan: DeployPlan, target_host: str, serving_selector: str | None = None) -> dict:
+    overrides = locust_overrides(plan, target_host, serving_selector)
+    return merge_values(load_values_files(plan.locust_values_files), overrides)
 
 
 def parse_results_url(text: str | None) -> S3Url | None:

@@ -38,6 +38,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from slabench import provenance
 from slabench.errors import UserError
 from slabench.sim.cli import EMBEDDED_NICE
 from slabench.sweep.config import SweepConfig
@@ -336,6 +337,8 @@ class SweepRunner:
             if self.cfg.target.url:
                 check_target(self.cfg.target.url, self.cfg.target.insecure)
                 url = self.cfg.target.url
+                t = self.cfg.target
+                self.meta["provenance"] = provenance.collect(url, t.api_key_env, t.insecure)
             else:
                 refuse_simulator_in_cluster(self.config_path)
                 sim = Simulator(self.cfg, self.dir / "simulator.log")

@@ -317,6 +317,13 @@ def test_deploy_runs_the_whole_sequence_and_cleans_up(kube, s3, tmp_path, sla, d
     args = job_body["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--host") + 1] == f"http://vllm-serving.{NS}.svc:8000"
     assert f"the load goes to http://vllm-serving.{NS}.svc:8000 (service)" in r.stderr
+    # Provenance: the master reads the serving pods' nodes with a read-only role, and its own API token.
+    env = {e["name"]: e.get("value") for e in job_body["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SLABENCH_SERVING_SELECTOR"] == ("app.kubernetes.io/name=vllm-serving,app.kubernetes.io/instance="
+                                                "vllm-serving,app.kubernetes.io/component=server")  # fmt: skip
+    assert job_body["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    role = next(c.body for c in calls if is_write_of("clusterroles")(c))
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
     assert args[args.index("--run-id") + 1] == "run-1"
     dep_body = calls[dep_write].body
     hydrate = dep_body["spec"]["template"]["spec"]["initContainers"][-1]["command"]
@@ -415,6 +422,8 @@ def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_b
     locust_flags = tmp_path / "locust-flags.yaml"
     locust_flags.write_text(yaml.safe_dump({
         "mode": "headless", "targetHost": f"http://vllm-serving.{NS}.svc:8000", "aws": {"region": "eu-west-1"},
+        "provenance": {"servingSelector": "app.kubernetes.io/name=vllm-serving,app.kubernetes.io/instance=vllm-serving,"
+                                          "app.kubernetes.io/component=server"},
         "headless": {"kind": "burst", "users": 32, "extraArgs": ["--run-id", "run-9"]},
         "workers": {"replicas": 2}, "config": {"sla": sla.read_text()},
         "results": {"s3Uri": "s3://slabench-results/ci/run-9/"},
