@@ -112,11 +112,34 @@ def node_facts(labels: dict[str, str]) -> dict[str, Any]:
     product = labels.get("nvidia.com/gpu.product") or ""
     m = re.search(r"-MIG-(\d+g\.\d+gb(?:\+me)?)$", product)
     facts["mig_profile"] = m.group(1) if m else None
-    drv = [labels.get(f"nvidia.com/cuda.driver.{p}") for p in ("major", "minor", "rev")]
-    facts["driver_version"] = ".".join(p for p in drv if p) or None
-    cuda = [labels.get(f"nvidia.com/cuda.runtime.{p}") for p in ("major", "minor")]
-    facts["cuda_version"] = ".".join(p for p in cuda if p) or None
+    facts["driver_version"] = _version(
+        labels,
+        "nvidia.com/cuda.driver-version.full",
+        "nvidia.com/cuda.driver-version",
+        ("major", "minor", "revision"),
+        "nvidia.com/cuda.driver",
+        ("major", "minor", "rev"),
+    )
+    facts["cuda_version"] = _version(
+        labels,
+        "nvidia.com/cuda.runtime-version.full",
+        "nvidia.com/cuda.runtime-version",
+        ("major", "minor"),
+        "nvidia.com/cuda.runtime",
+        ("major", "minor"),
+    )
     return facts
+
+
+def _version(labels: dict, full: str, new: str, new_parts: tuple, old: str, old_parts: tuple) -> str | None:
+    """GPU feature discovery's version labels: `<new>.full`, else `<new>.<part>`, else the older `<old>.<part>`."""
+    if labels.get(full):
+        return labels[full]
+    for prefix, parts in ((new, new_parts), (old, old_parts)):
+        found = [labels.get(f"{prefix}.{p}") for p in parts]
+        if any(found):
+            return ".".join(p for p in found if p)
+    return None
 
 
 def from_kubernetes(

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from slabench.deploy.errors import DeployFailed
 from slabench.deploy.kube import READINESS_GATE_LABEL, READINESS_GATE_PREFIX, Kube, exit_code_of
-from slabench.deploy.manifests import Rendered, alb_target, target_host
+from slabench.deploy.manifests import PSS_LABEL, PSS_LEVELS, Rendered, alb_target, pod_security_level, target_host
 from slabench.deploy.plan import DeployPlan, locust_values, serving_values
 from slabench.errors import UserError
 
@@ -93,8 +93,22 @@ def run(plan: DeployPlan, helm: Any, kube: Kube, fetch: Fetch | None, log: TextI
     service = charts.serving.name("Service", "server")
     job = charts.locust.name("Job", "master")
 
-    done = kube.ensure_namespace(plan.namespace, {READINESS_GATE_LABEL: "enabled"})
-    print(f"deploy: namespace {plan.namespace}: {done} (ALB pod readiness gates on)", file=log)
+    # Pod Security: a new namespace enforces the strictest standard the serving pods meet; an existing one that
+    # enforces a stricter standard would reject them after a GPU node came up, so that stops here.
+    level, why = pod_security_level(charts.serving)
+    have = kube.namespace_labels(plan.namespace)
+    enforced = (have or {}).get(PSS_LABEL, "privileged")
+    if have is not None and enforced in PSS_LEVELS and PSS_LEVELS.index(enforced) > PSS_LEVELS.index(level):
+        raise UserError(
+            f"--namespace {plan.namespace}: it enforces the Pod Security Standard '{enforced}' but {why} — set "
+            "weightCache.hostCache=false in --serving-values (a per-pod cache) or use a namespace that allows it"
+        )
+    created = {PSS_LABEL: level} if have is None else {}
+    done = kube.ensure_namespace(plan.namespace, {READINESS_GATE_LABEL: "enabled"}, created)
+    print(
+        f"deploy: namespace {plan.namespace}: {done} (ALB pod readiness gates on; pods meet Pod Security '{level}')",
+        file=log,
+    )
     if plan.api_key_secret and not kube.secret_exists(plan.namespace, plan.api_key_secret):
         raise UserError(
             f"--api-key-secret: no Secret {plan.api_key_secret!r} in namespace {plan.namespace} — create it: "

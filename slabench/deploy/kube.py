@@ -96,11 +96,16 @@ class Kube:
                 return None
             raise DeployFailed(f"{what}: Kubernetes API said {e.status} {e.reason}") from None
 
-    def ensure_namespace(self, name: str, labels: dict[str, str]) -> str:
-        """Create the namespace with `labels`, or add missing labels. Returns what was done."""
+    def namespace_labels(self, name: str) -> dict[str, str] | None:
+        """The namespace's labels, or None when it does not exist."""
+        ns = self._get(f"namespace {name}", self.core.read_namespace, name)
+        return None if ns is None else dict(ns.get("metadata", {}).get("labels") or {})
+
+    def ensure_namespace(self, name: str, labels: dict[str, str], on_create: dict[str, str] | None = None) -> str:
+        """Create the namespace with `labels` (and `on_create`), or add missing `labels`. Returns what was done."""
         ns = self._get(f"namespace {name}", self.core.read_namespace, name)
         if ns is None:
-            body = {"metadata": {"name": name, "labels": labels}}
+            body = {"metadata": {"name": name, "labels": {**labels, **(on_create or {})}}}
             self._call(f"create namespace {name}", self.core.create_namespace, body)
             return "created"
         have = ns.get("metadata", {}).get("labels") or {}

@@ -261,7 +261,11 @@ def test_deploy_runs_the_whole_sequence_and_cleans_up(kube, s3, tmp_path, sla, d
     # 1. The namespace is created with the ALB readiness-gate label, and the API key Secret is checked, before
     #    helm writes anything.
     ns_create = index(calls, lambda c: c.client == "python" and c.method == "POST" and c.path == "/api/v1/namespaces")
-    assert calls[ns_create].body["metadata"]["labels"] == {"elbv2.k8s.aws/pod-readiness-gate-inject": "enabled"}
+    assert calls[ns_create].body["metadata"]["labels"] == {
+        "elbv2.k8s.aws/pod-readiness-gate-inject": "enabled",
+        # The hostPath weight cache needs 'privileged'; said explicitly, not left to the cluster's default.
+        "pod-security.kubernetes.io/enforce": "privileged",
+    }
     secret_read = index(calls, lambda c: c.client == "python" and c.path.endswith("/secrets/slabench-api-key"))
     first_helm_write = index(calls, lambda c: c.client == "helm" and c.method in ("POST", "PUT", "PATCH"))
     assert ns_create < secret_read < first_helm_write
@@ -346,6 +350,35 @@ def test_a_failing_verdict_is_the_exit_code_and_everything_is_still_removed_with
     assert (tmp_path / "runs" / "run-1" / "exit-code").read_text() == "2\n"
     job_create = [c for c in kube.calls if c.client == "helm" and c.path.endswith("/jobs") and c.method == "POST"]
     assert len(job_create) == 2  # helm 3: plain creates (master and workers Jobs)
+
+
+PER_POD_CACHE = "weightCache: {hostCache: false}\n"
+
+
+@pytest.mark.parametrize(
+    ("enforced", "values", "code"), [("baseline", "", 3), ("restricted", "", 3), ("restricted", PER_POD_CACHE, 0)]
+)
+def test_a_namespace_whose_pod_security_would_reject_the_server_stops_before_any_install(
+    kube, s3, tmp_path, sla, deploy, enforced, values, code
+):
+    kube.put({"apiVersion": "v1", "kind": "Namespace",
+              "metadata": {"name": NS, "labels": {"pod-security.kubernetes.io/enforce": enforced}}})  # fmt: skip
+    Cluster(kube, s3, tmp_path)
+    extra = []
+    if values:
+        (tmp_path / "serving.yaml").write_text(values)
+        extra = ["--serving-values", str(tmp_path / "serving.yaml")]
+    r = deploy(kube, tmp_path, *extra, sla=sla)
+    assert r.returncode == code, r.stderr
+    if code == 3:
+        assert (
+            f"it enforces the Pod Security Standard '{enforced}' but Deployment/vllm-serving mounts a hostPath"
+            in r.stderr
+        )
+        assert "weightCache.hostCache=false" in r.stderr
+        assert writes(kube.calls, "helm") == []
+    # The user's namespace label is never changed by the deploy.
+    assert kube.get("Namespace", None, NS)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == enforced
 
 
 def test_missing_api_key_secret_stops_before_any_install(kube, s3, tmp_path, sla, deploy):

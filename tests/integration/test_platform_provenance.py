@@ -46,6 +46,11 @@ def test_node_facts_from_feature_discovery_labels():
     assert (f["driver_version"], f["cuda_version"], f["gpu_count"]) == ("595.45.04", "13.2", "2")
     whole = provenance.node_facts(L40S)
     assert whole["mig_profile"] is None and whole["gpu_product"] == "NVIDIA-L40S"
+    # Newer feature discovery writes *-version.* labels (and .full): preferred over the older ones.
+    newer = {"nvidia.com/cuda.driver-version.full": "595.58.03", "nvidia.com/cuda.driver.major": "1",
+             "nvidia.com/cuda.runtime-version.major": "13", "nvidia.com/cuda.runtime-version.minor": "2"}  # fmt: skip
+    f = provenance.node_facts(newer)
+    assert (f["driver_version"], f["cuda_version"]) == ("595.58.03", "13.2")
     assert provenance.node_facts({})["driver_version"] is None
 
 

@@ -40,9 +40,15 @@ def mig_configs() -> dict:
     return yaml.safe_load(values["migManager"]["config"]["data"]["config.yaml"])["mig-configs"]
 
 
-def test_three_pools_whole_cards_mig_and_cpu():
+def test_four_pools_whole_cards_blackwell_mig_and_cpu():
     p = pools()
-    assert set(p) == {"gpu-whole", "gpu-g7e-mig", "cpu-locust"}
+    assert set(p) == {"gpu-whole", "gpu-g7", "gpu-g7e-mig", "cpu-locust"}
+    # g7 (RTX PRO 4500 Blackwell): one-card sizes on the Blackwell node class, from an AMI release that knows G7.
+    assert requirement(p["gpu-g7"], "karpenter.k8s.aws/instance-family")["values"] == ["g7"]
+    assert requirement(p["gpu-g7"], "karpenter.k8s.aws/instance-gpu-count")["values"] == ["1"]
+    assert p["gpu-g7"]["spec"]["template"]["spec"]["nodeClassRef"]["name"] == "gpu-blackwell"
+    alias = one(render(FLEET), "EC2NodeClass", "gpu-blackwell")["spec"]["amiSelectorTerms"]
+    assert alias == [{"alias": "al2023@v20260917"}]  # the first EKS AMI release with G7/G7e support
     assert requirement(p["gpu-whole"], "karpenter.k8s.aws/instance-family")["values"] == ["g5", "g6", "g6e"]
     assert requirement(p["gpu-g7e-mig"], "node.kubernetes.io/instance-type")["values"] == ["g7e.2xlarge", "g7e.4xlarge"]
     assert requirement(p["cpu-locust"], "karpenter.k8s.aws/instance-family")["values"] == ["c7i", "m7i"]
@@ -80,7 +86,7 @@ def test_gpu_pools_are_tainted_and_the_serving_chart_tolerates_exactly_that():
     taints = [
         t for name, p in pools().items() if name.startswith("gpu") for t in p["spec"]["template"]["spec"]["taints"]
     ]
-    assert taints == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}] * 2
+    assert taints == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}] * 3
     dep = one(render(SERVING), "Deployment")
     tol = dep["spec"]["template"]["spec"]["tolerations"][0]
     assert (tol["key"], tol["operator"], tol["effect"]) == ("nvidia.com/gpu", "Exists", "NoSchedule")
