@@ -20,8 +20,8 @@
 # needs: helm 3.17+ or 4 and a kubeconfig for the cluster; environment:
 #   CLUSTER              EKS cluster name                          AWS_REGION   its region
 #   VPC_ID               the cluster's VPC (the LB controller cannot read it from IMDS with hop limit 1)
-#   LBC_ROLE_ARN         IAM role (IRSA) of the AWS Load Balancer Controller
-#   KARPENTER_ROLE_ARN   IAM role (IRSA) of the Karpenter controller
+#   LBC_ROLE_ARN         IAM role (IRSA) of the AWS Load Balancer Controller (scripts/eks/cluster.yaml creates it;
+#                        Karpenter's role comes through EKS Pod Identity and needs nothing here)
 #   KARPENTER_NODE_ROLE  node role (default KarpenterNodeRole-$CLUSTER)
 #   HELM                 helm binary (default helm);  HELM_WAIT_FLAGS (default "--wait --timeout 15m")
 #   CHART_MIRROR         a directory holding the upstream charts as <name>/ (air-gapped mirrors; the tests)
@@ -80,11 +80,10 @@ step_load_balancer() {
 }
 
 step_karpenter() {
-  need CLUSTER KARPENTER_ROLE_ARN
+  need CLUSTER
   upstream karpenter oci://public.ecr.aws/karpenter/karpenter "$KARPENTER_VERSION"
   install karpenter kube-system "${chart_args[@]}" -f "$root/scripts/eks/values/karpenter.yaml" \
-    --set settings.clusterName="$CLUSTER" --set settings.interruptionQueue="$CLUSTER" \
-    --set serviceAccount.annotations."eks\.amazonaws\.com/role-arn"="$KARPENTER_ROLE_ARN"
+    --set settings.clusterName="$CLUSTER" --set settings.interruptionQueue="$CLUSTER"
 }
 
 step_fleet() {

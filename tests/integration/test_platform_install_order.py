@@ -23,8 +23,7 @@ from tests.platform_fake_kube import FakeKube, crd_manifest
 from tests.platform_helpers import ROOT, get_helm
 
 SCRIPT = ROOT / "scripts" / "eks" / "install-platform.sh"
-ENV = {"CLUSTER": "slabench", "AWS_REGION": "us-east-1", "VPC_ID": "vpc-0abc", "LBC_ROLE_ARN": "arn:aws:iam::1:role/l",
-       "KARPENTER_ROLE_ARN": "arn:aws:iam::1:role/k"}  # fmt: skip
+ENV = {"CLUSTER": "slabench", "AWS_REGION": "us-east-1", "VPC_ID": "vpc-0abc", "LBC_ROLE_ARN": "arn:aws:iam::1:role/l"}
 
 SERVICE_MONITOR = """\
 {{- if %s }}

@@ -47,6 +47,10 @@ def test_what_the_charts_and_the_install_script_rely_on():
     assert c["metadata"]["tags"]["karpenter.sh/discovery"] == "slabench"  # karpenter/ selects subnets and SGs by it
     roles = {sa["metadata"]["name"]: sa for sa in c["iam"]["serviceAccounts"]}
     assert roles["aws-load-balancer-controller"]["wellKnownPolicies"] == {"awsLoadBalancerController": True}
+    # Karpenter through Pod Identity, with the policies its v1.14 CloudFormation stack creates.
+    (karpenter,) = c["iam"]["podIdentityAssociations"]
+    assert (karpenter["namespace"], karpenter["serviceAccountName"]) == ("kube-system", "karpenter")
+    assert len(karpenter["permissionPolicyARNs"]) == 6 and "eks-pod-identity-agent" in addons
     assert c["iamIdentityMappings"][0]["arn"].endswith(":role/KarpenterNodeRole-slabench")
 
 
