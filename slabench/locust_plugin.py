@@ -32,7 +32,7 @@ from locust import User, constant, events
 from locust.env import Environment
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
-from slabench import metrics
+from slabench import metrics, provenance
 from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url, redact
 from slabench.errors import ExitCode, UserError
 from slabench.openloop import current_item
@@ -181,6 +181,7 @@ class RecordHub:
         self._model_lock = gevent.lock.Semaphore()
         self._pump: gevent.Greenlet | None = None
         self.simulator: subprocess.Popen | None = None
+        self._provenance: gevent.Greenlet | None = None
         # Set by a load shape: returns the current stage as RecordMeta fields (stage_level, stage_repeat,
         # stage_phase), so every record says where in the shape it was issued.
         self.stage_fn: Callable[[], dict[str, Any]] | None = None
@@ -239,6 +240,10 @@ class RecordHub:
         if self.is_master:
             self.runner.send_message(MSG_RUN, {"run_id": self.run_id})
         self._start_pump()
+        # What serves the run (slabench.provenance), read beside the load: into run_status.json.
+        if self.env.host:
+            o = self.opts
+            self._provenance = gevent.spawn(provenance.collect, self.env.host, o.api_key_env, o.insecure)
 
     def _on_run(self, msg: Any, **_: Any) -> None:
         self.run_id = msg.data["run_id"]
@@ -424,6 +429,12 @@ class RecordHub:
             log.info("slabench: %s", summary_line(self.sink.count, self.sink.path, self.outcomes))
             self.sink = None
 
+    def _provenance_value(self) -> dict[str, Any] | None:
+        if self._provenance is None:
+            return None
+        self._provenance.join(timeout=3 * provenance.TIMEOUT_S)
+        return self._provenance.value
+
     def write_status(self) -> None:
         """`run_status.json` beside the records: counts, whether the run is degraded (a worker was lost), and the
         signs of a saturated load generator. Its reasons are logged: a run with any never passes (exit 4)."""
@@ -437,6 +448,7 @@ class RecordHub:
             lost_workers=self.lost_workers,
             workers_without_final_batch=missing,
             saturation=self.saturation.snapshot(),
+            provenance=self._provenance_value(),
         )
         write_run_status(self.sink.path.parent, status)
         for reason in status.reasons() + saturation_reasons(status.saturation, MeasurementPolicy()):

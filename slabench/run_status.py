@@ -94,6 +94,7 @@ class RunStatus(_Model):
     lost_workers: dict[str, Any] | list[str] = Field(default_factory=list)  # id → when, and what was in flight
     workers_without_final_batch: list[str] = Field(default_factory=list)
     saturation: Saturation = Field(default_factory=Saturation)
+    provenance: dict[str, Any] | None = None  # what served the run (slabench.provenance), when it could be found
 
     def reasons(self) -> list[str]:
         out = []

@@ -5,6 +5,11 @@ real kubernetes Python client — can be checked. It is not a cluster: nothing i
 admission or schema validation happens. It serves discovery for the kinds the charts use, CRUD on namespaced and
 cluster-scoped objects (POST, GET, LIST with label/field selectors, PUT, merge/strategic/apply PATCH, DELETE), pod
 logs, and `on_write` hooks through which a test plays the controllers (mark a Deployment ready, finish a Job).
+
+Custom resources behave as on a real API server: a kind exists only once its CustomResourceDefinition is installed
+(created through the API, or named in `crds=` at start). Until then discovery does not list it and any request for it
+is a 404, so an install that creates a ServiceMonitor before the Prometheus Operator's CRDs fails here as it does on
+EKS. A created CRD is marked Established at once.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-# (group, version, plural) -> (Kind, namespaced)
+# Built-in kinds: (group, version, plural) -> (Kind, namespaced)
 RESOURCES: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("", "v1", "namespaces"): ("Namespace", False),
     ("", "v1", "secrets"): ("Secret", True),
@@ -39,8 +44,60 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("networking.k8s.io", "v1", "networkpolicies"): ("NetworkPolicy", True),
     ("rbac.authorization.k8s.io", "v1", "roles"): ("Role", True),
     ("rbac.authorization.k8s.io", "v1", "rolebindings"): ("RoleBinding", True),
-    ("monitoring.coreos.com", "v1", "servicemonitors"): ("ServiceMonitor", True),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles"): ("ClusterRole", False),
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"): ("ClusterRoleBinding", False),
+    ("", "v1", "nodes"): ("Node", False),
+    ("", "v1", "events"): ("Event", True),
+    ("apps", "v1", "daemonsets"): ("DaemonSet", True),
+    ("autoscaling", "v2", "horizontalpodautoscalers"): ("HorizontalPodAutoscaler", True),
+    ("apiextensions.k8s.io", "v1", "customresourcedefinitions"): ("CustomResourceDefinition", False),
 }
+
+# CRDs the platform uses, by CRD name: (group, version, Kind, plural, namespaced). Tests preinstall some with `crds=`.
+KNOWN_CRDS: dict[str, tuple[str, str, str, str, bool]] = {
+    "servicemonitors.monitoring.coreos.com": ("monitoring.coreos.com", "v1", "ServiceMonitor", "servicemonitors", True),
+    "podmonitors.monitoring.coreos.com": ("monitoring.coreos.com", "v1", "PodMonitor", "podmonitors", True),
+    "prometheusrules.monitoring.coreos.com": ("monitoring.coreos.com", "v1", "PrometheusRule", "prometheusrules", True),
+    "nodepools.karpenter.sh": ("karpenter.sh", "v1", "NodePool", "nodepools", False),
+    "nodeclaims.karpenter.sh": ("karpenter.sh", "v1", "NodeClaim", "nodeclaims", False),
+    "nodeoverlays.karpenter.sh": ("karpenter.sh", "v1alpha1", "NodeOverlay", "nodeoverlays", False),
+    "ec2nodeclasses.karpenter.k8s.aws": ("karpenter.k8s.aws", "v1", "EC2NodeClass", "ec2nodeclasses", False),
+    "targetgroupbindings.elbv2.k8s.aws": (
+        "elbv2.k8s.aws",
+        "v1beta1",
+        "TargetGroupBinding",
+        "targetgroupbindings",
+        True,
+    ),
+    "scaledobjects.keda.sh": ("keda.sh", "v1alpha1", "ScaledObject", "scaledobjects", True),
+    "clusterpolicies.nvidia.com": ("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies", False),
+}
+# What the deploy tests had before CRDs were modelled: the monitoring CRD is there.
+DEFAULT_CRDS = ("servicemonitors.monitoring.coreos.com",)
+
+
+def crd_manifest(name: str) -> dict:
+    """A minimal CustomResourceDefinition for one of KNOWN_CRDS (what an operator's chart installs)."""
+    group, version, kind, plural, namespaced = KNOWN_CRDS[name]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": name},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "scope": "Namespaced" if namespaced else "Cluster",
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
+
 
 _PATH = re.compile(
     r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))"
@@ -77,11 +134,30 @@ class FakeKube:
     calls: list[Call] = field(default_factory=list)
     logs: dict[tuple[str, str], str] = field(default_factory=dict)  # (namespace, pod) -> log text
     objects: dict[tuple, dict] = field(default_factory=dict)  # (group, plural, namespace, name) -> object
+    crds: tuple[str, ...] = DEFAULT_CRDS  # CRDs installed at start (names in KNOWN_CRDS)
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
         self._rv = itertools.count(1)
         self._server: ThreadingHTTPServer | None = None
+        for name in self.crds:
+            self.put(crd_manifest(name))
+
+    def resources(self) -> dict[tuple[str, str, str], tuple[str, bool]]:
+        """Built-in kinds plus the kinds of every installed CRD (served versions)."""
+        out = dict(RESOURCES)
+        with self._lock:
+            for (group, plural, _, _), obj in self.objects.items():
+                if group == "apiextensions.k8s.io" and plural == "customresourcedefinitions":
+                    spec = obj.get("spec") or {}
+                    for v in spec.get("versions") or []:
+                        if v.get("served", True):
+                            key = (spec["group"], v["name"], spec["names"]["plural"])
+                            out[key] = (spec["names"]["kind"], spec.get("scope") == "Namespaced")
+        return out
+
+    def crd_installed(self, kind: str) -> bool:
+        return any(k == kind for (k, _) in self.resources().values())
 
     # --- lifecycle ---
     def start(self) -> FakeKube:
@@ -140,10 +216,25 @@ class FakeKube:
 
     def _key_of(self, obj: dict) -> tuple:
         group, _, _ = obj["apiVersion"].rpartition("/")
-        plural = next(p for (g, _, p), (k, _) in RESOURCES.items() if g == group and k == obj["kind"])
+        plural = next(p for (g, _, p), (k, _) in self.resources().items() if g == group and k == obj["kind"])
         return (group, plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
 
     def _stamp(self, obj: dict, old: dict | None) -> None:
+        if obj.get("kind") == "CustomResourceDefinition":  # the API server accepts the names at once
+            obj["status"] = {
+                "conditions": [
+                    {
+                        "type": t,
+                        "status": "True",
+                        "reason": t,
+                        "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                    for t in ("NamesAccepted", "Established")
+                ],
+                "acceptedNames": obj["spec"]["names"],
+                "storedVersions": [v["name"] for v in obj["spec"]["versions"] if v.get("storage")],
+            }
         meta = obj.setdefault("metadata", {})
         meta["resourceVersion"] = str(next(self._rv))
         meta.setdefault("uid", (old or {}).get("metadata", {}).get("uid") or str(uuid.uuid4()))
@@ -212,6 +303,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._status(415, "UnsupportedMediaType", f"the fake API server decodes only Secrets from {ctype}")
         try:
             self._route(method, parts.path, query, body, ctype)
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the client gave up on the answer (helm and kubectl cancel discovery requests)
         except Exception as e:  # a bug in the fake must show up as a failed call, not a hang
             self._status(500, "InternalError", f"fake API server: {type(e).__name__}: {e}")
 
@@ -227,8 +320,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, {"major": "1", "minor": "33", "gitVersion": "v1.33.0", "platform": "linux/amd64"})
         if path == "/api":
             return self._send(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
+        resources = self.kube.resources()
         if path == "/apis":
-            groups = sorted({(g, v) for (g, v, _) in RESOURCES if g})
+            groups = sorted({(g, v) for (g, v, _) in resources if g})
             return self._send(
                 200,
                 {
@@ -244,7 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
                     ],
                 },
             )
-        if path in ("/api/v1", *(f"/apis/{g}/{v}" for (g, v, _) in RESOURCES if g)):
+        if path in ("/api/v1", *(f"/apis/{g}/{v}" for (g, v, _) in resources if g)):
             gv = path.removeprefix("/api/").removeprefix("/apis/")
             group, _, version = gv.rpartition("/")
             resources = [
@@ -255,7 +349,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "kind": kind,
                     "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
                 }
-                for (g, v, plural), (kind, namespaced) in RESOURCES.items()
+                for (g, v, plural), (kind, namespaced) in resources.items()
                 if g == group and v == version
             ]
             if gv == "v1":
@@ -267,6 +361,10 @@ class _Handler(BaseHTTPRequestHandler):
             )
         if path.startswith("/openapi/v3"):
             return self._openapi_v3(path)
+        if path == "/openapi/v2":
+            # An empty OpenAPI v2 document (a zero-length protobuf message): clients then find no schema for a kind,
+            # as for a custom resource whose CRD is missing, and report the missing kind itself.
+            return self._send(200, b"", "application/octet-stream")
         if path.startswith("/openapi"):
             return self._status(404, "NotFound", "the fake API server publishes only the OpenAPI v3 index")
         m = _PATH.match(path)
@@ -274,9 +372,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._status(404, "NotFound", f"no route for {path}")
         group, version = ("", "v1") if m["cv"] else (m["g"], m["v"])
         res = (group, version, m["res"])
-        if res not in RESOURCES:
+        if res not in resources:
             return self._status(404, "NotFound", f"the server could not find the requested resource {path}")
-        kind, _ = RESOURCES[res]
+        kind, _ = resources[res]
         ns = m["ns"] or ""
         if m["sub"] == "log":
             text = self.kube.logs.get((ns, m["name"]))
@@ -291,7 +389,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _openapi_v3(self, path: str) -> None:
         """Just enough OpenAPI v3 for clients to see that the server validates fields itself (fieldValidation on
         PATCH): helm then sends fieldValidation=Strict instead of downloading schemas. No schemas are served."""
-        gvs = sorted({(g, v) for (g, v, _) in RESOURCES})
+        resources = self.kube.resources()
+        gvs = sorted({(g, v) for (g, v, _) in resources})
         doc_path = {(f"apis/{g}/{v}" if g else f"api/{v}"): (g, v) for g, v in gvs}
         if path.rstrip("/") == "/openapi/v3":
             return self._send(200, {"paths": {p: {"serverRelativeURL": f"/openapi/v3/{p}"} for p in doc_path}})
@@ -299,7 +398,7 @@ class _Handler(BaseHTTPRequestHandler):
         if gv is None:
             return self._status(404, "NotFound", f"no OpenAPI document at {path}")
         paths = {}
-        for (g, v, plural), (kind, namespaced) in RESOURCES.items():
+        for (g, v, plural), (kind, namespaced) in resources.items():
             if (g, v) != gv:
                 continue
             base = f"/apis/{g}/{v}" if g else f"/api/{v}"
@@ -353,6 +452,8 @@ class _Handler(BaseHTTPRequestHandler):
                 obj = copy.deepcopy(body)
                 obj.setdefault("apiVersion", api_version)
                 obj.setdefault("kind", kind)
+                if not obj["metadata"].get("name") and obj["metadata"].get("generateName"):
+                    obj["metadata"]["name"] = obj["metadata"]["generateName"] + uuid.uuid4().hex[:5]
                 name = obj["metadata"].get("name")
                 if ns:
                     obj["metadata"]["namespace"] = ns

@@ -71,6 +71,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--serving-values", action="append", type=Path, default=[], help="values file (repeatable)")
     run = p.add_argument_group("run")
     run.add_argument("--kind", choices=["burst", "sweep"], default="burst", help="one Locust run, or slabench sweep")
+    run.add_argument(
+        "--target",
+        choices=["service", "alb"],
+        default="service",
+        help="send the load to the vLLM Service in the cluster (default), or through the ALB as users reach it",
+    )
     run.add_argument("--sla", type=Path, help="SLA contract (sla.yaml) the run is graded against")
     run.add_argument("--sweep", type=Path, help="sweep config (sweep.yaml), for --kind sweep")
     run.add_argument("--users", type=int, help="Locust users (-u)")
@@ -88,6 +94,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     life = p.add_argument_group("lifecycle")
     life.add_argument("--keep", action="store_true", help="leave both releases installed afterwards")
     life.add_argument("--ready-timeout", type=parse_duration, default=2700.0, help="vLLM readiness (default 45m)")
+    life.add_argument(
+        "--alb-timeout", type=parse_duration, default=600.0, help="ALB target group binding and address (default 10m)"
+    )
     life.add_argument("--run-timeout", type=parse_duration, default=14400.0, help="the Locust Job (default 4h)")
     life.add_argument("--poll-interval", type=parse_duration, default=10.0, help="status polling (default 10s)")
     p.set_defaults(func=run_deploy)
@@ -106,6 +115,7 @@ def plan_from_args(args: argparse.Namespace) -> DeployPlan:
         charts_dir=args.charts_dir or default_charts_dir(),
         run_id=args.run_id or default_run_id(),
         kind=args.kind,
+        target=args.target,
         serving_values_files=tuple(args.serving_values),
         locust_values_files=tuple(args.locust_values),
         model=args.model,
@@ -124,6 +134,7 @@ def plan_from_args(args: argparse.Namespace) -> DeployPlan:
         locust_role_arn=args.locust_role_arn,
         keep=args.keep,
         ready_timeout_s=args.ready_timeout,
+        alb_timeout_s=args.alb_timeout,
         run_timeout_s=args.run_timeout,
         poll_interval_s=args.poll_interval,
         results_dir=args.results_dir,

@@ -13,13 +13,17 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from slabench.deploy.errors import DeployFailed
-from slabench.deploy.kube import READINESS_GATE_LABEL, Kube, exit_code_of
-from slabench.deploy.manifests import Rendered, target_host
+from slabench.deploy.kube import READINESS_GATE_LABEL, READINESS_GATE_PREFIX, Kube, exit_code_of
+from slabench.deploy.manifests import PSS_LABEL, PSS_LEVELS, Rendered, alb_target, pod_security_level, target_host
 from slabench.deploy.plan import DeployPlan, locust_values, serving_values
 from slabench.errors import UserError
 
 Fetch = Callable[[Any, Path], list[Path]]
 LOG_TAIL_LINES = 40
+
+
+# Rendered only by a dry run of `--target alb` whose Ingress names no host: the ALB's DNS name does not exist yet.
+ALB_PENDING = "http://alb-dns-name.pending.invalid"
 
 
 @dataclass(frozen=True)
@@ -30,22 +34,39 @@ class Charts:
     serving: Rendered
     locust_values: dict
     locust: Rendered
+    target: str  # the URL the load goes to
 
     @property
     def text(self) -> str:
         return self.serving.text + self.locust.text
 
+    @property
+    def gated(self) -> bool:
+        """Does the serving chart put an ALB in front (so pods must get the ALB's readiness gates)?"""
+        return any(d.get("kind") == "Ingress" for d in self.serving.docs)
 
-def render(plan: DeployPlan, helm: Any) -> Charts:
-    """Both charts as `helm template` renders them with this plan's values (the Locust target comes from the
-    serving chart's own Service)."""
+
+def render_serving(plan: DeployPlan, helm: Any, replicas: int | None = None) -> tuple[dict, Rendered]:
     sv = serving_values(plan)
-    serving = Rendered(
-        plan.serving_chart.name, helm.template(plan.serving_release, plan.serving_chart, sv, plan.namespace)
-    )
-    lv = locust_values(plan, target_host(serving, plan.namespace))
+    if replicas is not None:
+        sv = {**sv, "replicaCount": replicas}
+    text = helm.template(plan.serving_release, plan.serving_chart, sv, plan.namespace)
+    return sv, Rendered(plan.serving_chart.name, text)
+
+
+def render(plan: DeployPlan, helm: Any, alb_hostname: str | None = None) -> Charts:
+    """Both charts as `helm template` renders them with this plan's values. The Locust target is the serving chart's
+    own Service, or with `--target alb` its Ingress (the load balancer's DNS name once known)."""
+    sv, serving = render_serving(plan, helm)
+    if plan.target == "alb":
+        alb = alb_target(serving)
+        target = alb.url or (f"http://{alb_hostname}" if alb_hostname else ALB_PENDING)
+    else:
+        target = target_host(serving, plan.namespace)
+    labels = serving.one("Deployment", "server")["spec"]["selector"]["matchLabels"]
+    lv = locust_values(plan, target, ",".join(f"{k}={v}" for k, v in labels.items()))
     locust = Rendered(plan.locust_chart.name, helm.template(plan.locust_release, plan.locust_chart, lv, plan.namespace))
-    return Charts(sv, serving, lv, locust)
+    return Charts(sv, serving, lv, locust, target)
 
 
 def _wait(what: str, check: Callable[[], tuple[bool, str]], timeout_s: float, poll_s: float, log: TextIO) -> str:
@@ -67,11 +88,27 @@ def _wait(what: str, check: Callable[[], tuple[bool, str]], timeout_s: float, po
 def run(plan: DeployPlan, helm: Any, kube: Kube, fetch: Fetch | None, log: TextIO) -> int:
     """Deploy, run, grade, clean up. Returns the Locust Job's exit code (the verdict)."""
     charts = render(plan, helm)
-    deployment = charts.serving.name("Deployment", "server")
+    deployment = charts.serving.one("Deployment", "server")
+    dep_name, selector = deployment["metadata"]["name"], deployment["spec"]["selector"]["matchLabels"]
+    service = charts.serving.name("Service", "server")
     job = charts.locust.name("Job", "master")
 
-    done = kube.ensure_namespace(plan.namespace, {READINESS_GATE_LABEL: "enabled"})
-    print(f"deploy: namespace {plan.namespace}: {done} (ALB pod readiness gates on)", file=log)
+    # Pod Security: a new namespace enforces the strictest standard the serving pods meet; an existing one that
+    # enforces a stricter standard would reject them after a GPU node came up, so that stops here.
+    level, why = pod_security_level(charts.serving)
+    have = kube.namespace_labels(plan.namespace)
+    enforced = (have or {}).get(PSS_LABEL, "privileged")
+    if have is not None and enforced in PSS_LEVELS and PSS_LEVELS.index(enforced) > PSS_LEVELS.index(level):
+        raise UserError(
+            f"--namespace {plan.namespace}: it enforces the Pod Security Standard '{enforced}' but {why} — set "
+            "weightCache.hostCache=false in --serving-values (a per-pod cache) or use a namespace that allows it"
+        )
+    created = {PSS_LABEL: level} if have is None else {}
+    done = kube.ensure_namespace(plan.namespace, {READINESS_GATE_LABEL: "enabled"}, created)
+    print(
+        f"deploy: namespace {plan.namespace}: {done} (ALB pod readiness gates on; pods meet Pod Security '{level}')",
+        file=log,
+    )
     if plan.api_key_secret and not kube.secret_exists(plan.namespace, plan.api_key_secret):
         raise UserError(
             f"--api-key-secret: no Secret {plan.api_key_secret!r} in namespace {plan.namespace} — create it: "
@@ -80,15 +117,41 @@ def run(plan: DeployPlan, helm: Any, kube: Kube, fetch: Fetch | None, log: TextI
 
     installed: list[str] = []
     try:
-        print(f"deploy: installing {plan.serving_release} ({plan.serving_chart})", file=log)
         installed.append(plan.serving_release)
+        if charts.gated:
+            # The AWS Load Balancer Controller injects a pod's ALB readiness gate only when the pod is created after a
+            # TargetGroupBinding for its Service exists. Helm creates Deployments before Ingresses, so the first
+            # install runs no pods: Service and Ingress first, the replicas once the binding is there.
+            print(
+                f"deploy: installing {plan.serving_release} with 0 replicas until the ALB targets its Service", file=log
+            )
+            sv0, _ = render_serving(plan, helm, replicas=0)
+            helm.upgrade_install(plan.serving_release, plan.serving_chart, sv0, plan.namespace)
+
+            def bound() -> tuple[bool, str]:
+                return kube.target_group_binding(plan.namespace, service)
+
+            _wait(f"targetgroupbinding for service/{service}", bound, plan.alb_timeout_s, plan.poll_interval_s, log)
+        print(f"deploy: installing {plan.serving_release} ({plan.serving_chart})", file=log)
         helm.upgrade_install(plan.serving_release, plan.serving_chart, charts.serving_values, plan.namespace)
 
         def ready() -> tuple[bool, str]:
-            r = kube.rollout(plan.namespace, deployment)
+            r = kube.rollout(plan.namespace, dep_name)
             return r.ready, r.summary
 
-        _wait(f"deployment/{deployment}", ready, plan.ready_timeout_s, plan.poll_interval_s, log)
+        _wait(f"deployment/{dep_name}", ready, plan.ready_timeout_s, plan.poll_interval_s, log)
+        if charts.gated:
+            _check_readiness_gates(kube.pods(plan.namespace, selector), log)
+        if charts.target == ALB_PENDING:
+            ingress = alb_target(charts.serving).ingress
+
+            def addressed() -> tuple[bool, str]:
+                host = kube.ingress_hostname(plan.namespace, ingress)
+                return host is not None, host or "no address yet"
+
+            hostname = _wait(f"ingress/{ingress}", addressed, plan.alb_timeout_s, plan.poll_interval_s, log)
+            charts = render(plan, helm, alb_hostname=hostname)
+        print(f"deploy: the load goes to {charts.target} ({plan.target})", file=log)
 
         # A Job's pod template is immutable: a run is always a fresh release, never an upgrade of the last one.
         helm.uninstall(plan.locust_release, plan.namespace)
@@ -115,6 +178,24 @@ def run(plan: DeployPlan, helm: Any, kube: Kube, fetch: Fetch | None, log: TextI
             for release in reversed(installed):
                 helm.uninstall(release, plan.namespace)
                 print(f"deploy: uninstalled {release}", file=log)
+
+
+def _check_readiness_gates(pods: list[dict], log: TextIO) -> None:
+    """Every serving pod behind the ALB carries the controller's target-health gate, or the run stops: without it a
+    pod counts as Ready before the ALB sends it traffic, and health gating silently does not apply."""
+    ungated = [
+        p["metadata"]["name"]
+        for p in pods
+        if not any(
+            g.get("conditionType", "").startswith(READINESS_GATE_PREFIX) for g in p["spec"].get("readinessGates") or []
+        )
+    ]
+    if ungated or not pods:
+        raise DeployFailed(
+            f"ALB readiness gates missing on {', '.join(ungated) or 'every pod (none found)'}: check the namespace "
+            f"label {READINESS_GATE_LABEL}=enabled and that the AWS Load Balancer Controller's pod webhook runs"
+        )
+    print(f"deploy: ALB readiness gates on {len(pods)}/{len(pods)} serving pods", file=log)
 
 
 def _verdict(plan: DeployPlan, kube: Kube, job: str, log: TextIO) -> int:

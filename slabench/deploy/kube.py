@@ -10,6 +10,10 @@ from slabench.deploy.errors import DeployFailed
 
 # The AWS Load Balancer Controller injects ALB target-health readiness gates into pods of namespaces with this label.
 READINESS_GATE_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
+# ...as readiness gates whose condition type starts with this.
+READINESS_GATE_PREFIX = "target-health.elbv2.k8s.aws/"
+# The controller's binding of a Service to an ALB target group (CRD installed with the controller).
+TGB = ("elbv2.k8s.aws", "v1beta1", "targetgroupbindings")
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,8 @@ class Kube:
         self.core = client.CoreV1Api(api)
         self.apps = client.AppsV1Api(api)
         self.batch = client.BatchV1Api(api)
+        self.networking = client.NetworkingV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
 
     def _plain(self, obj: Any) -> dict:
         return self._api.sanitize_for_serialization(obj)
@@ -90,11 +96,16 @@ class Kube:
                 return None
             raise DeployFailed(f"{what}: Kubernetes API said {e.status} {e.reason}") from None
 
-    def ensure_namespace(self, name: str, labels: dict[str, str]) -> str:
-        """Create the namespace with `labels`, or add missing labels. Returns what was done."""
+    def namespace_labels(self, name: str) -> dict[str, str] | None:
+        """The namespace's labels, or None when it does not exist."""
+        ns = self._get(f"namespace {name}", self.core.read_namespace, name)
+        return None if ns is None else dict(ns.get("metadata", {}).get("labels") or {})
+
+    def ensure_namespace(self, name: str, labels: dict[str, str], on_create: dict[str, str] | None = None) -> str:
+        """Create the namespace with `labels` (and `on_create`), or add missing `labels`. Returns what was done."""
         ns = self._get(f"namespace {name}", self.core.read_namespace, name)
         if ns is None:
-            body = {"metadata": {"name": name, "labels": labels}}
+            body = {"metadata": {"name": name, "labels": {**labels, **(on_create or {})}}}
             self._call(f"create namespace {name}", self.core.create_namespace, body)
             return "created"
         have = ns.get("metadata", {}).get("labels") or {}
@@ -133,3 +144,33 @@ class Kube:
             container=container,
             tail_lines=lines,
         )
+
+    def pods(self, namespace: str, labels: dict[str, str]) -> list[dict]:
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        pods = self._call(f"pods {selector}", self.core.list_namespaced_pod, namespace, label_selector=selector)
+        return [self._plain(p) for p in pods.items]
+
+    def target_group_binding(self, namespace: str, service: str) -> tuple[bool, str]:
+        """Has the AWS Load Balancer Controller bound `service` to an ALB target group? (done, summary)"""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            found = self.custom.list_namespaced_custom_object(*TGB[:2], namespace, TGB[2])
+        except ApiException as e:
+            if e.status == 404:
+                raise DeployFailed(
+                    "the cluster has no TargetGroupBinding API: the AWS Load Balancer Controller is not installed — "
+                    "install it (docs/eks.md), or set ingress.enabled=false in the serving values"
+                ) from None
+            raise DeployFailed(f"targetgroupbindings: Kubernetes API said {e.status} {e.reason}") from None
+        names = [
+            t["metadata"]["name"]
+            for t in found.get("items", [])
+            if ((t.get("spec") or {}).get("serviceRef") or {}).get("name") == service
+        ]
+        return (True, f"bound by {names[0]}") if names else (False, "waiting for the AWS Load Balancer Controller")
+
+    def ingress_hostname(self, namespace: str, name: str) -> str | None:
+        ing = self._get(f"ingress {name}", self.networking.read_namespaced_ingress, name, namespace)
+        lbs = (((ing or {}).get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+        return next((lb.get("hostname") or lb.get("ip") for lb in lbs if lb.get("hostname") or lb.get("ip")), None)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from slabench import yamlio
 from slabench.deploy.errors import DeployFailed
+from slabench.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -43,3 +44,53 @@ def target_host(serving: Rendered, namespace: str) -> str:
     svc = serving.one("Service", "server")
     port = next(p["port"] for p in svc["spec"]["ports"] if p.get("name") == "http")
     return f"http://{svc['metadata']['name']}.{namespace}.svc:{port}"
+
+
+@dataclass(frozen=True)
+class AlbTarget:
+    """How the Locust Job reaches vLLM through the ALB: a fixed URL (the Ingress names its host), or the
+    load balancer's DNS name, which exists only once the controller has created it (`url` None)."""
+
+    ingress: str
+    url: str | None
+
+
+def alb_target(serving: Rendered) -> AlbTarget:
+    ingresses = [d for d in serving.docs if d.get("kind") == "Ingress"]
+    if len(ingresses) != 1:
+        raise UserError(
+            f"--target alb: the serving chart renders {len(ingresses)} Ingresses, not one — keep ingress.enabled "
+            "(the default) in the serving values, or use --target service"
+        )
+    ing = ingresses[0]
+    tls = "alb.ingress.kubernetes.io/certificate-arn" in (ing["metadata"].get("annotations") or {})
+    host = next((r["host"] for r in ing["spec"].get("rules", []) if r.get("host")), None)
+    if tls and not host:
+        raise UserError(
+            "--target alb: the ALB has a certificate but the Ingress no host to verify it against — set ingress.host"
+        )
+    return AlbTarget(ing["metadata"]["name"], f"{'https' if tls else 'http'}://{host}" if host else None)
+
+
+# Pod Security Standards, least to most restrictive (the namespace label pod-security.kubernetes.io/enforce).
+PSS_LEVELS = ("privileged", "baseline", "restricted")
+PSS_LABEL = "pod-security.kubernetes.io/enforce"
+
+
+def pod_security_level(rendered: Rendered) -> tuple[str, str]:
+    """The strictest Pod Security Standard every pod template of `rendered` meets, and why not stricter (the parts
+    of the standards these charts can hit: a hostPath is not baseline; root or added capabilities not restricted)."""
+    level, why = "restricted", "every container is non-root with no added capability, and no hostPath"
+    for doc in rendered.docs:
+        spec = doc.get("spec") or {}
+        pod = (spec.get("template") or {}).get("spec") if doc.get("kind") != "Pod" else spec
+        if not pod:
+            continue
+        name = f"{doc['kind']}/{doc['metadata']['name']}"
+        if any("hostPath" in v for v in pod.get("volumes") or []):
+            return "privileged", f"{name} mounts a hostPath volume (weightCache.hostCache)"
+        for c in (pod.get("initContainers") or []) + (pod.get("containers") or []):
+            sc = c.get("securityContext") or {}
+            if sc.get("runAsUser") == 0 or (sc.get("capabilities") or {}).get("add"):
+                level, why = "baseline", f"{name} container {c['name']} runs as root or adds a capability"
+    return level, why

@@ -31,6 +31,7 @@ class DeployPlan:
     charts_dir: Path
     run_id: str
     kind: str  # burst | sweep
+    target: str = "service"  # service: the vLLM Service in the cluster; alb: through the load balancer
     serving_values_files: tuple[Path, ...] = ()
     locust_values_files: tuple[Path, ...] = ()
     model: str | None = None
@@ -49,6 +50,7 @@ class DeployPlan:
     locust_role_arn: str | None = None
     keep: bool = False
     ready_timeout_s: float = 2700.0
+    alb_timeout_s: float = 600.0
     run_timeout_s: float = 14400.0
     poll_interval_s: float = 10.0
     results_dir: Path = field(default=Path("runs"))
@@ -106,22 +108,59 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
         raise UserError("--sweep: a sweep run needs the sweep config file (--kind sweep --sweep sweep.yaml)")
     if plan.sla is None and not _values_mention(plan.locust_values_files, "config"):
         raise UserError("--sla: the run is graded against an SLA contract — pass --sla sla.yaml")
-    _check_contents(plan)
     if not dry_run and plan.results is None:
         raise UserError("--results-s3: give s3://BUCKET/PREFIX/ so the Job's records and report can be fetched")
+    check_run_configs(plan)
     return plan
 
 
-def _check_contents(plan: DeployPlan) -> None:
-    """The contract and sweep config are checked here as the Job would check them, so a bad one never reaches the
-    cluster (the sweep's locustfile is resolved inside the suite image, not here)."""
+def _one_line(e: UserError) -> UserError:
+    first, *rest = str(e).splitlines() or [""]
+    return UserError(first + (f" (and {len(rest)} more problems)" if rest else ""))
+
+
+def check_run_configs(plan: DeployPlan) -> None:
+    """Load the SLA contract and the sweep config with the suite's own loaders — what the Job would do first, after a
+    GPU node came up — and check that the sweep tests the contract's load. One line naming file and field, exit 3."""
+    import tempfile
+
     from slabench.sla.contract import load_contract
     from slabench.sweep.config import load_sweep
 
-    if plan.sla is not None:
-        load_contract(plan.sla)
-    if plan.sweep is not None:
-        load_sweep(plan.sweep, check_locustfile=False)
+    embedded = load_values_files(plan.locust_values_files).get("config") or {}
+    with tempfile.TemporaryDirectory() as tmp:
+        sources: dict[str, tuple[Path, str]] = {}  # key -> (file to load, how to name it)
+        for key, given in (("sla", plan.sla), ("sweep", plan.sweep)):
+            if given is not None:
+                sources[key] = (given, str(given))
+            elif isinstance(embedded.get(key), str) and embedded[key].strip():
+                f = Path(tmp) / f"{key}.yaml"
+                f.write_text(embedded[key], encoding="utf-8")
+                sources[key] = (f, f"{_values_file_with(plan.locust_values_files, key)}: config.{key}")
+        try:
+            # The suite image's workdir holds this repo's locustfiles/, next to the charts.
+            cfg = load_sweep(sources["sweep"][0], plan.charts_dir.parent) if "sweep" in sources else None
+            contract = load_contract(sources["sla"][0]) if "sla" in sources else None
+        except UserError as e:
+            for path, name in sources.values():
+                e = UserError(str(e).replace(str(path), name))
+            raise _one_line(e) from None
+    if plan.kind == "sweep" and cfg is not None and contract is not None:
+        load = contract.contract.load
+        if load.concurrency is None or load.concurrency not in cfg.levels:
+            what = f"{load.concurrency} is" if load.concurrency is not None else f"{load.label} is not a concurrency,"
+            err = contract.error(("load", "concurrency"), f"{what} not one of the sweep's levels {cfg.levels}")
+            raise UserError(str(err).replace(str(sources["sla"][0]), sources["sla"][1])) from None
+
+
+def _values_file_with(files: tuple[Path, ...], key: str) -> Path | None:
+    """The last values file that sets config.<key> (the one Helm's merge keeps)."""
+    found = None
+    for f in files:
+        data = yamlio.load_data(f) or {}
+        if isinstance(data, dict) and key in (data.get("config") or {}):
+            found = f
+    return found
 
 
 def _values_mention(files: tuple[Path, ...], key: str) -> bool:
@@ -168,7 +207,8 @@ def _put(values: dict, path: str, value: Any) -> None:
 
 def serving_overrides(plan: DeployPlan) -> dict:
     """Chart values that the command-line flags set on the serving chart (flags win over values files)."""
-    v: dict = {}
+    # A benchmark measures a fixed replica count (the contract's deployment.replicas): no autoscaler may change it.
+    v: dict = {"autoscaling": {"enabled": False}}
     _put(v, "aws.region", plan.region)
     _put(v, "model.name", plan.model)
     _put(v, "model.revision", plan.revision)
@@ -181,9 +221,11 @@ def serving_overrides(plan: DeployPlan) -> dict:
     return v
 
 
-def locust_overrides(plan: DeployPlan, target_host: str) -> dict:
-    """Chart values for the headless Locust Job of this run."""
+def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str | None = None) -> dict:
+    """Chart values for the headless Locust Job of this run (`serving_selector`: the serving pods' labels, whose nodes
+    the run records as its provenance)."""
     v: dict = {"mode": "headless", "targetHost": target_host}
+    _put(v, "provenance.servingSelector", serving_selector)
     _put(v, "aws.region", plan.region)
     _put(v, "apiKey.secretName", plan.api_key_secret)
     _put(v, "serviceAccount.roleArn", plan.locust_role_arn)
@@ -192,9 +234,8 @@ def locust_overrides(plan: DeployPlan, target_host: str) -> dict:
     _put(v, "headless.spawnRate", plan.spawn_rate)
     _put(v, "headless.runTime", plan.run_time)
     _put(v, "workers.replicas", plan.workers)
-    if plan.kind == "burst":
-        # One run id for the records, the S3 prefix and the report.
-        _put(v, "headless.extraArgs", ["--run-id", plan.run_id])
+    # One run id for the records, the S3 prefix and the report (a sweep names its directory with it).
+    _put(v, "headless.extraArgs", ["--run-id" if plan.kind == "burst" else "--sweep-id", plan.run_id])
     if plan.sla:
         _put(v, "config.sla", plan.sla.read_text(encoding="utf-8"))
     if plan.sweep:
@@ -208,8 +249,9 @@ def serving_values(plan: DeployPlan) -> dict:
     return merge_values(load_values_files(plan.serving_values_files), serving_overrides(plan))
 
 
-def locust_values(plan: DeployPlan, target_host: str) -> dict:
-    return merge_values(load_values_files(plan.locust_values_files), locust_overrides(plan, target_host))
+def locust_values(plan: DeployPlan, target_host: str, serving_selector: str | None = None) -> dict:
+    overrides = locust_overrides(plan, target_host, serving_selector)
+    return merge_values(load_values_files(plan.locust_values_files), overrides)
 
 
 def parse_results_url(text: str | None) -> S3Url | None:

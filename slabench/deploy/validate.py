@@ -1,8 +1,9 @@
 """Offline, strict validation of rendered Kubernetes manifests.
 
 Built-in kinds go through `kubernetes-validate --strict` (the upstream OpenAPI schemas, unknown fields are errors).
-Custom resources (Karpenter NodePool / EC2NodeClass / NodeOverlay, Prometheus ServiceMonitor / PodMonitor) go
-through the CRD schemas shipped in `schemas/` (copies of ../shared/schemas, see SOURCES.md), made strict by adding
+Custom resources (Karpenter NodePool / EC2NodeClass / NodeOverlay, Prometheus ServiceMonitor / PodMonitor /
+PrometheusRule, KEDA ScaledObject) go through the upstream CRD schemas shipped in `schemas/` (see SOURCES.md), made
+strict by adding
 `additionalProperties: false` to every object schema that lists its properties, and through the CRDs' CEL rules
 (`x-kubernetes-validations`, evaluated with cel-python) that plain JSON Schema skips. Transition rules (`oldSelf`)
 need a previous object and are not evaluated. A kind that no schema covers is an error, never a silent pass.
@@ -36,6 +37,8 @@ CRD_SCHEMAS = {
     ("karpenter.sh/v1alpha1", "NodeOverlay"): "karpenter.sh_v1alpha1_nodeoverlay.json",
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "monitoring.coreos.com_v1_servicemonitor.json",
     ("monitoring.coreos.com/v1", "PodMonitor"): "monitoring.coreos.com_v1_podmonitor.json",
+    ("monitoring.coreos.com/v1", "PrometheusRule"): "monitoring.coreos.com_v1_prometheusrule.json",
+    ("keda.sh/v1alpha1", "ScaledObject"): "keda.sh_v1alpha1_scaledobject.json",
 }
 # Oldest Kubernetes the charts declare (kubeVersion >=1.30) and the newest kubernetes-validate knows.
 DEFAULT_VERSIONS = ("1.30.0", "1.37.0")

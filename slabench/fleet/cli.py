@@ -10,6 +10,7 @@ import json
 import sys
 
 from slabench.errors import UserError
+from slabench.fleet import miggate
 from slabench.fleet.facts import load_facts
 from slabench.fleet.image import FLEET_IMAGE, FLEET_IMAGE_ARCH_LIST, FLEET_IMAGE_CUDA, ImageSpec, image_problems
 from slabench.fleet.nodes import ImageBlock, load_nodes
@@ -46,6 +47,52 @@ def add_parser(subparsers) -> None:
     check.add_argument("--strict", action="store_true", help="treat warnings as failures")
     check.add_argument("--format", choices=("table", "json"), default="table")
     check.set_defaults(func=run_check)
+
+    gate = sub.add_parser(
+        "mig-gate",
+        help="remove a MIG pool node's startup taint once mig-manager has sliced its card (runs in the cluster)",
+        description=miggate.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    gate.add_argument("--pool", required=True, help="Karpenter NodePool whose nodes are gated, e.g. gpu-g7e-mig")
+    gate.add_argument("--taint", default="slabench.io/mig-pending", help="the pool's startup taint key")
+    gate.add_argument("--profile", required=True, help="MIG profile of every slice, e.g. 2g.48gb")
+    gate.add_argument("--slices", type=int, required=True, help="nvidia.com/gpu a sliced node offers")
+    gate.add_argument("--failed-after", type=_duration, default=1200.0, help="give up on slicing after (default 20m)")
+    gate.add_argument("--max-replacements", type=int, default=2, help="failed nodes replaced per hour (default 2)")
+    gate.add_argument("--interval", type=_duration, default=15.0, help="between passes (default 15s)")
+    gate.add_argument("--once", action="store_true", help="one pass, print what was decided, exit")
+    gate.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG)")
+    gate.add_argument("--context", help="kubeconfig context")
+    gate.set_defaults(func=run_mig_gate)
+
+
+def _duration(text: str) -> float:
+    from slabench.deploy.cli import parse_duration
+
+    return parse_duration(text)
+
+
+def run_mig_gate(args: argparse.Namespace) -> int:
+    from slabench.fleet.cluster import _api_client
+
+    if args.slices < 1 or args.max_replacements < 0:
+        raise UserError("--slices must be at least 1 and --max-replacements at least 0")
+    spec = miggate.GateSpec(args.pool, args.taint, args.profile, args.slices, args.failed_after, args.max_replacements)
+    gate = miggate.MigGate(_api_client(args.kubeconfig, args.context), spec)
+    if args.once:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            decided = gate.run_once()
+        except (ApiException, HTTPError) as e:
+            raise UserError(f"Kubernetes API: {getattr(e, 'status', '')} {getattr(e, 'reason', e)}") from None
+        for name, d in decided:
+            print(f"{name}: {d.action}: {d.reason}")
+        return 0
+    gate.run(args.interval, log=lambda line: print(line, flush=True))
+    return 0
 
 
 def resolve_image(args: argparse.Namespace, block: ImageBlock | None) -> ImageSpec:

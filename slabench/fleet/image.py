@@ -7,10 +7,15 @@ from dataclasses import dataclass
 from slabench.fleet.facts import FleetFacts
 from slabench.fleet.versions import ArchTarget, CudaVersion, format_arch_list, parse_arch_list
 
-# The one serving image of the fleet, built from docker/vllm/Dockerfile (tests keep the two in step).
-FLEET_IMAGE = "ghcr.io/slabench/vllm-openai-fleet:0.32.0-cu129"
+# The one serving image of the fleet: vLLM's own release image, CUDA 12.9 variant. Its x86_64 targets are vLLM's
+# CUDA_ARCH_X86_CU129 of the v0.32.0 release pipeline (.buildkite/release-pipeline.yaml), which cover every GPU in the
+# fleet, sm_80 (A100) to sm_120 (RTX PRO 6000), plus 7.5. The chart's default (helm/vllm-serving) is this image.
+FLEET_IMAGE = "vllm/vllm-openai:v0.32.0-cu129"
 FLEET_IMAGE_CUDA = "12.9"
-FLEET_IMAGE_ARCH_LIST = "8.0 8.6 8.9 9.0 10.0 12.0"
+FLEET_IMAGE_ARCH_LIST = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"
+# A custom build (docker/vllm/Dockerfile) only for what upstream does not publish; see docker/vllm/README.md.
+CUSTOM_IMAGE = "ghcr.io/slabench/vllm-openai-fleet:0.32.0-cu129"
+CUSTOM_IMAGE_ARCH_LIST = "8.0 8.6 8.9 9.0 10.0 12.0"
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slabench.analysis.aggregate import aggregate
 from slabench.analysis.columns import read_table
 from slabench.analysis.summary import SweepSummary, load_summary
 from slabench.errors import ExitCode, UserError
+from slabench.provenance import instance_type_warning
 from slabench.run_status import Saturation, incomplete_reasons, saturation_figures, saturation_reasons
 from slabench.sla.contract import LoadedContract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
@@ -103,7 +104,10 @@ def grade_run_dir(
     loaded = sla if isinstance(sla, LoadedContract) else load_contract(sla)
     if instance_type:
         loaded = loaded.with_instance_type(instance_type)
-    return grade_input(loaded, read_run(run_dir, merge_runs=merge_runs))
+    verdict = grade_input(loaded, read_run(run_dir, merge_runs=merge_runs))
+    # The run's recorded hardware (slabench.provenance) against the contract's.
+    warning = instance_type_warning(loaded.contract.deployment.instance_type, run_dir)
+    return replace(verdict, notes=[*verdict.notes, warning]) if warning else verdict
 
 
 def exit_code(verdict: Verdict) -> int:

@@ -144,7 +144,12 @@ def run_sweep(args: argparse.Namespace) -> int:
             )
     else:
         sweep_dir = _new_dir(cfg, args.sweep_id)
-    runner = SweepRunner(cfg, Path(args.config), sweep_dir, console)
+    if not cfg.target.url:  # a sweep in a pod must name its server: refuse before creating anything
+        from slabench.sweep.runner import refuse_simulator_in_cluster
+
+        refuse_simulator_in_cluster(Path(args.config))
+    source = "--target-url" if args.target_url else "config"
+    runner = SweepRunner(cfg, Path(args.config), sweep_dir, console, target_source=source)
     console.print(f"sweep {sweep_dir.name}: levels {cfg.levels} × {cfg.repeats} repeats → {sweep_dir}")
     status = runner.run(resumed=bool(args.resume))
     if status == "interrupted":

@@ -174,9 +174,9 @@ RESERVED_OPTIONS = frozenset(
 )
 
 
-def load_sweep(path: str | Path, check_locustfile: bool = True) -> SweepConfig:
-    """Load and check a sweep YAML; every problem is a UserError naming the file and line. `check_locustfile`: the
-    locustfile must exist here (not when the sweep runs elsewhere, e.g. in the suite image of a deploy)."""
+def load_sweep(path: str | Path, locustfile_root: Path | None = None) -> SweepConfig:
+    """Load and check a sweep YAML; every problem is a UserError naming the file and line. The locustfile must exist
+    relative to `locustfile_root` (default: where you run, as locust resolves it)."""
     cfg = load_model(path, SweepConfig)
     _, lines = load_yaml(path)
     if cfg.analysis.require_ci and cfg.repeats < 2:
@@ -186,7 +186,8 @@ def load_sweep(path: str | Path, check_locustfile: bool = True) -> SweepConfig:
             "set repeats ≥ 2, or analysis.require_ci: false to accept figures without one"
         )
     lf = Path(cfg.locustfile)
-    if check_locustfile and not lf.exists():
+    if not (locustfile_root / lf if locustfile_root else lf).exists():
         line = lines.get(("locustfile",), 1)
-        raise UserError(f"{path}:{line}: locustfile: {lf} does not exist (paths are relative to where you run)")
+        where = f"in {locustfile_root}" if locustfile_root else "(paths are relative to where you run)"
+        raise UserError(f"{path}:{line}: locustfile: {lf} does not exist {where}")
     return cfg

@@ -11,7 +11,8 @@ Layout written under ``<output_dir>/<sweep-id>/``:
 
 A run counts as done only when its manifest says ``"status": "complete"``; Ctrl-C stops the current run, marks it
 interrupted and leaves finished runs intact; ``--resume`` re-runs only what is not complete. Without a target URL,
-one embedded simulator serves the whole sweep, so every repeat hits the same server.
+one embedded simulator serves the whole sweep, so every repeat hits the same server — except inside a Kubernetes pod,
+where a sweep without a target is refused: there it would grade the simulator and read like a verdict on the fleet.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from slabench import provenance
 from slabench.errors import UserError
 from slabench.schema import SWEEP, SWEEP_RUN, FileSchema
 from slabench.sim.cli import EMBEDDED_NICE
@@ -121,6 +123,20 @@ def read_json(path: Path, schema: FileSchema) -> dict | None:
 
 
 # -- the target --------------------------------------------------------------------------------------------------
+def in_kubernetes_pod() -> bool:
+    """Kubernetes sets KUBERNETES_SERVICE_HOST in every container (also with enableServiceLinks: false)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def refuse_simulator_in_cluster(config_path: Path) -> None:
+    if in_kubernetes_pod():
+        raise UserError(
+            f"{config_path}: target.url is not set and no --target-url was given: inside a Kubernetes pod this sweep "
+            "would benchmark the embedded simulator, not your server — pass --target-url http://<vllm-service>:8000 "
+            "(slabench deploy does) or set target.url"
+        )
+
+
 def check_target(url: str, insecure: bool = False, timeout: float = 5.0) -> None:
     """Fail fast with a clear message when nothing answers at `url` (any HTTP answer counts as up)."""
     ctx = None
@@ -262,8 +278,10 @@ class SweepRunner:
         sweep_dir: Path,
         console: Console | None = None,
         on_run_done: Callable[[PlannedRun, dict], None] | None = None,
+        target_source: str = "config",
     ) -> None:
         self.cfg = cfg
+        self.target_source = target_source  # where target.url came from: "config" or "--target-url"
         self.config_path = config_path
         self.dir = sweep_dir
         self.console = console or Console(stderr=True)
@@ -298,7 +316,16 @@ class SweepRunner:
             "versions": versions(),
             "host": host_facts(),
             "target_url": self.cfg.target.url,
+            "target": self._target(),
         }
+
+    def _target(self, simulator_url: str | None = None) -> dict[str, Any]:
+        """What this sweep measured: a server (and how it was named), or the embedded simulator."""
+        if self.cfg.target.url:
+            kind, url, source = "server", self.cfg.target.url, self.target_source
+        else:
+            kind, url, source = "simulator", simulator_url, "embedded simulator"
+        return {"kind": kind, "url": url, "source": source, "in_cluster": in_kubernetes_pod()}
 
     # -- the sweep -------------------------------------------------------------------------------------------
     def run(self, resumed: bool = False) -> str:
@@ -314,10 +341,14 @@ class SweepRunner:
             if self.cfg.target.url:
                 check_target(self.cfg.target.url, self.cfg.target.insecure)
                 url = self.cfg.target.url
+                t = self.cfg.target
+                self.meta["provenance"] = provenance.collect(url, t.api_key_env, t.insecure)
             else:
+                refuse_simulator_in_cluster(self.config_path)
                 sim = Simulator(self.cfg, self.dir / "simulator.log")
                 url = sim.url
                 self.meta["simulator"] = {"url": url, "argv": sim.argv[1:]}
+                self.meta["target"] = self._target(url)
             self._write_sweep("running")
             self._run_all(todo, url)
         except KeyboardInterrupt:

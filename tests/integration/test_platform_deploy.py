@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from slabench.deploy import cli
+from slabench.deploy.kube import READINESS_GATE_LABEL
 from tests.moto_server import MotoServer
 from tests.platform_fake_kube import Call, FakeKube
 from tests.platform_helpers import LOCUST, ROOT, SERVING, get_helm, helm_template, slabench_results_shim
@@ -40,19 +41,81 @@ def s3() -> Iterator[MotoServer]:
         yield server
 
 
-class Cluster:
-    """Plays the controllers of a cluster on top of the fake API server."""
+ALB_HOSTNAME = "internal-k8s-slabench-vllmserv-0123456789.us-east-1.elb.amazonaws.com"
 
-    def __init__(self, kube: FakeKube, s3: MotoServer, work: Path, verdict: int = 0, ready_after_reads: int = 2):
+
+class Cluster:
+    """Plays the controllers of a cluster on top of the fake API server: the ReplicaSet controller (a Deployment's
+    pods, created the moment it is written), the AWS Load Balancer Controller (a TargetGroupBinding and an address
+    for each Ingress, and — as its pod webhook does — a readiness gate on pods created in a labelled namespace after a
+    binding for their Service exists), readiness, and the Locust Job."""
+
+    def __init__(self, kube: FakeKube, s3: MotoServer, work: Path, verdict: int = 0, ready_after_reads: int = 2,
+                 alb_controller: bool = True):  # fmt: skip
         self.kube, self.s3, self.work = kube, s3, work
         self.verdict = verdict
         self.ready_after_reads = ready_after_reads  # 0 = never ready
+        self.alb_controller = alb_controller
         self.deployment_reads: dict[str, int] = {}
         self.job_runs: list[subprocess.CompletedProcess] = []
         self.threads: list[threading.Thread] = []
+        self.pods_created: list[dict] = []  # every serving pod, as created
         kube.on_read.append(self._deployment_progress)
         kube.on_write.append(self._job_started)
+        kube.on_write.append(self._replicaset_controller)
+        kube.on_write.append(self._load_balancer_controller)
         slabench_results_shim(work / "bin")
+
+    def _load_balancer_controller(self, kube: FakeKube, obj: dict) -> None:
+        if obj["kind"] != "Ingress" or not self.alb_controller or obj.get("status"):
+            return
+        ns = obj["metadata"]["namespace"]
+        backend = obj["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+        kube.put(
+            {
+                "apiVersion": "elbv2.k8s.aws/v1beta1",
+                "kind": "TargetGroupBinding",
+                "metadata": {"name": f"k8s-{ns}-{backend['name']}-6b1f2c", "namespace": ns},
+                "spec": {
+                    "serviceRef": {"name": backend["name"], "port": backend["port"]["name"]},
+                    "targetType": "ip",
+                    "targetGroupARN": "arn:aws:elasticloadbalancing:us-east-1:1:tg/x/1",
+                },
+            }
+        )
+        obj["status"] = {"loadBalancer": {"ingress": [{"hostname": ALB_HOSTNAME}]}}
+        kube.put(obj)  # fmt: skip
+
+    def _gate_for(self, ns: str, pod_labels: dict) -> list[dict]:
+        """The controller's webhook: a gate per binding whose Service selects the pod, if the namespace says so."""
+        namespace = self.kube.get("Namespace", None, ns) or {}
+        if (namespace.get("metadata", {}).get("labels") or {}).get(READINESS_GATE_LABEL) != "enabled":
+            return []
+        gates = []
+        for key, tgb in list(self.kube.objects.items()):
+            if tgb.get("kind") != "TargetGroupBinding" or key[2] != ns:
+                continue
+            svc = self.kube.get("Service", ns, tgb["spec"]["serviceRef"]["name"]) or {}
+            selector = (svc.get("spec") or {}).get("selector") or {}
+            if selector and all(pod_labels.get(k) == v for k, v in selector.items()):
+                gates.append({"conditionType": f"target-health.elbv2.k8s.aws/{tgb['metadata']['name']}"})
+        return gates
+
+    def _replicaset_controller(self, kube: FakeKube, obj: dict) -> None:
+        if obj["kind"] != "Deployment":
+            return
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        for key, pod in list(kube.objects.items()):
+            if pod.get("kind") == "Pod" and pod["metadata"].get("labels", {}).get("fake/deployment") == name:
+                del kube.objects[key]
+        template = obj["spec"]["template"]
+        for i in range(obj["spec"].get("replicas", 1)):
+            labels = {**template["metadata"]["labels"], "fake/deployment": name}
+            spec = {**template["spec"], "readinessGates": self._gate_for(ns, labels)}
+            pod_name = f"{name}-{obj['metadata']['generation']}-{i}"
+            meta = {"name": pod_name, "namespace": ns, "labels": labels}
+            pod = kube.put({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+            self.pods_created.append(pod)
 
     def _deployment_progress(self, kube: FakeKube, obj: dict) -> None:
         if obj["kind"] != "Deployment":
@@ -122,7 +185,8 @@ class Cluster:
 
 @pytest.fixture
 def kube() -> Iterator[FakeKube]:
-    k = FakeKube().start()
+    # As on a cluster set up by docs/eks.md: the Prometheus Operator's and the AWS Load Balancer Controller's CRDs.
+    k = FakeKube(crds=("servicemonitors.monitoring.coreos.com", "targetgroupbindings.elbv2.k8s.aws")).start()
     k.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slabench-api-key", "namespace": NS},
            "data": {"api-key": "c2VjcmV0"}})  # fmt: skip
     yield k
@@ -133,7 +197,7 @@ def kube() -> Iterator[FakeKube]:
 def sla(tmp_path: Path) -> Path:
     p = tmp_path / "sla.yaml"
     p.write_text(
-        "name: qa-grading\nload: {concurrency: 16}\ndeployment: {instance_type: g6e.xlarge}\n"
+        "name: qa-grading\nload: {scenario: burst}\ndeployment: {instance_type: g6e.xlarge}\n"
         "targets:\n  ttft_p95_s: {max: 2.0}\n"
     )
     return p
@@ -197,13 +261,30 @@ def test_deploy_runs_the_whole_sequence_and_cleans_up(kube, s3, tmp_path, sla, d
     # 1. The namespace is created with the ALB readiness-gate label, and the API key Secret is checked, before
     #    helm writes anything.
     ns_create = index(calls, lambda c: c.client == "python" and c.method == "POST" and c.path == "/api/v1/namespaces")
-    assert calls[ns_create].body["metadata"]["labels"] == {"elbv2.k8s.aws/pod-readiness-gate-inject": "enabled"}
+    assert calls[ns_create].body["metadata"]["labels"] == {
+        "elbv2.k8s.aws/pod-readiness-gate-inject": "enabled",
+        # The hostPath weight cache needs 'privileged'; said explicitly, not left to the cluster's default.
+        "pod-security.kubernetes.io/enforce": "privileged",
+    }
     secret_read = index(calls, lambda c: c.client == "python" and c.path.endswith("/secrets/slabench-api-key"))
     first_helm_write = index(calls, lambda c: c.client == "helm" and c.method in ("POST", "PUT", "PATCH"))
     assert ns_create < secret_read < first_helm_write
 
-    # 2. helm installs the serving release; the deploy then polls the Deployment until it is ready...
-    dep_write = index(calls, is_write_of("deployments", "vllm-serving"))
+    # 2. helm installs the serving release without pods first (Service, Ingress: the ALB binds its target group),
+    #    then with its replicas: every serving pod is created after the binding and carries the ALB readiness gate.
+    first_dep = index(calls, is_write_of("deployments", "vllm-serving"))
+    assert calls[first_dep].body["spec"]["replicas"] == 0
+    ing_write = index(calls, is_write_of("ingresses", "vllm-serving"))
+    tgb_polls = [i for i, c in enumerate(calls) if c.client == "python" and c.path.endswith("/targetgroupbindings")]
+    assert tgb_polls and tgb_polls[0] > first_dep and tgb_polls[-1] > ing_write
+    dep_write = next(
+        i for i, c in enumerate(calls) if is_write_of("deployments", "vllm-serving")(c) and i > tgb_polls[-1]
+    )
+    assert calls[dep_write].body["spec"]["replicas"] == 1
+    assert [p["spec"]["readinessGates"] for p in cluster.pods_created] == [
+        [{"conditionType": "target-health.elbv2.k8s.aws/k8s-slabench-vllm-serving-6b1f2c"}]
+    ]
+    assert "ALB readiness gates on 1/1 serving pods" in r.stderr
     dep_polls = [
         i for i, c in enumerate(calls) if c.client == "python" and c.path.endswith("/deployments/vllm-serving")
     ]
@@ -215,8 +296,9 @@ def test_deploy_runs_the_whole_sequence_and_cleans_up(kube, s3, tmp_path, sla, d
     job_polls = [i for i, c in enumerate(calls) if c.client == "python" and c.path.endswith("/jobs/locust-master")]
     assert job_polls[0] > job_write
     # 4. The verdict comes from the master pod's exit code; its log tail is shown.
-    pod_list = index(calls, lambda c: c.client == "python" and c.path == f"/api/v1/namespaces/{NS}/pods")
-    assert calls[pod_list].query["labelSelector"] == ["batch.kubernetes.io/job-name=locust-master"]
+    pod_list = index(calls, lambda c: c.client == "python" and c.path == f"/api/v1/namespaces/{NS}/pods"
+                     and c.query.get("labelSelector") == ["batch.kubernetes.io/job-name=locust-master"])  # fmt: skip
+    assert pod_list > job_polls[-1]
     log_read = index(calls, lambda c: c.client == "python" and c.path.endswith("/log"))
     assert pod_list < log_read
     assert "locust: graded run (stand-in)" in r.stderr
@@ -228,7 +310,9 @@ def test_deploy_runs_the_whole_sequence_and_cleans_up(kube, s3, tmp_path, sla, d
     assert locust_del and serving_del and max(locust_del) < min(serving_del)
     # Left: the namespace, the user's Secret, and the finished pod (which the real Job controller would garbage-
     # collect with its Job; the fake has no garbage collector).
-    assert kube.kinds() == ["Namespace/slabench", "Pod/locust-master-x7k2p", "Secret/slabench-api-key"]
+    # (the fake has no garbage collector: the serving pods and the controller's binding stay too).
+    left = [k for k in kube.kinds() if not k.startswith(("Pod/vllm-serving-", "TargetGroupBinding/", "CustomResource"))]
+    assert left == ["Namespace/slabench", "Pod/locust-master-x7k2p", "Secret/slabench-api-key"]
 
     # The Job was configured from the flags: target = the serving Service, results under the run id.
     (job_run,) = cluster.job_runs
@@ -236,6 +320,14 @@ def test_deploy_runs_the_whole_sequence_and_cleans_up(kube, s3, tmp_path, sla, d
     job_body = calls[job_write].body
     args = job_body["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--host") + 1] == f"http://vllm-serving.{NS}.svc:8000"
+    assert f"the load goes to http://vllm-serving.{NS}.svc:8000 (service)" in r.stderr
+    # Provenance: the master reads the serving pods' nodes with a read-only role, and its own API token.
+    env = {e["name"]: e.get("value") for e in job_body["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SLABENCH_SERVING_SELECTOR"] == ("app.kubernetes.io/name=vllm-serving,app.kubernetes.io/instance="
+                                                "vllm-serving,app.kubernetes.io/component=server")  # fmt: skip
+    assert job_body["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    role = next(c.body for c in calls if is_write_of("clusterroles")(c))
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
     assert args[args.index("--run-id") + 1] == "run-1"
     dep_body = calls[dep_write].body
     hydrate = dep_body["spec"]["template"]["spec"]["initContainers"][-1]["command"]
@@ -258,6 +350,35 @@ def test_a_failing_verdict_is_the_exit_code_and_everything_is_still_removed_with
     assert (tmp_path / "runs" / "run-1" / "exit-code").read_text() == "2\n"
     job_create = [c for c in kube.calls if c.client == "helm" and c.path.endswith("/jobs") and c.method == "POST"]
     assert len(job_create) == 2  # helm 3: plain creates (master and workers Jobs)
+
+
+PER_POD_CACHE = "weightCache: {hostCache: false}\n"
+
+
+@pytest.mark.parametrize(
+    ("enforced", "values", "code"), [("baseline", "", 3), ("restricted", "", 3), ("restricted", PER_POD_CACHE, 0)]
+)
+def test_a_namespace_whose_pod_security_would_reject_the_server_stops_before_any_install(
+    kube, s3, tmp_path, sla, deploy, enforced, values, code
+):
+    kube.put({"apiVersion": "v1", "kind": "Namespace",
+              "metadata": {"name": NS, "labels": {"pod-security.kubernetes.io/enforce": enforced}}})  # fmt: skip
+    Cluster(kube, s3, tmp_path)
+    extra = []
+    if values:
+        (tmp_path / "serving.yaml").write_text(values)
+        extra = ["--serving-values", str(tmp_path / "serving.yaml")]
+    r = deploy(kube, tmp_path, *extra, sla=sla)
+    assert r.returncode == code, r.stderr
+    if code == 3:
+        assert (
+            f"it enforces the Pod Security Standard '{enforced}' but Deployment/vllm-serving mounts a hostPath"
+            in r.stderr
+        )
+        assert "weightCache.hostCache=false" in r.stderr
+        assert writes(kube.calls, "helm") == []
+    # The user's namespace label is never changed by the deploy.
+    assert kube.get("Namespace", None, NS)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == enforced
 
 
 def test_missing_api_key_secret_stops_before_any_install(kube, s3, tmp_path, sla, deploy):
@@ -287,6 +408,29 @@ def test_keep_leaves_both_releases_installed(kube, s3, tmp_path, sla, deploy):
     assert not [c for c in kube.calls if c.client == "helm" and c.method == "DELETE"]
 
 
+def test_without_the_load_balancer_controller_the_run_stops_before_any_gpu_pod(kube, s3, tmp_path, sla, deploy):
+    """No binding ever appears (controller missing or failing): exit 5 naming what to check, no serving pod was
+    started, and the release is removed."""
+    cluster = Cluster(kube, s3, tmp_path, alb_controller=False)
+    r = deploy(kube, tmp_path, "--alb-timeout", "0.5s", sla=sla)
+    assert r.returncode == 5, r.stderr
+    assert (
+        "targetgroupbinding for service/vllm-serving: still 'waiting for the AWS Load Balancer Controller'" in r.stderr
+    )
+    assert cluster.pods_created == []
+    assert not [k for k in kube.kinds() if k.startswith(("Deployment/", "Secret/sh.helm"))]
+
+
+def test_the_alb_target_sends_the_load_through_the_load_balancer(kube, s3, tmp_path, sla, deploy):
+    Cluster(kube, s3, tmp_path)
+    r = deploy(kube, tmp_path, "--target", "alb", sla=sla)
+    assert r.returncode == 0, r.stderr
+    job = next(c for c in kube.calls if is_write_of("jobs", "locust-master")(c))
+    args = job.body["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--host") + 1] == f"http://{ALB_HOSTNAME}"
+    assert f"the load goes to http://{ALB_HOSTNAME} (alb)" in r.stderr
+
+
 def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_bin_path):
     serving_values = tmp_path / "serving.yaml"
     serving_values.write_text(
@@ -303,6 +447,7 @@ def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_b
     # What the flags mean, written out independently as values files for plain `helm template`.
     serving_flags = tmp_path / "serving-flags.yaml"
     serving_flags.write_text(yaml.safe_dump({
+        "autoscaling": {"enabled": False},
         "aws": {"region": "eu-west-1"},
         "model": {"name": "org/model", "revision": "abc123", "servedName": "grader"},
         "weightCache": {"bucket": "slabench-models", "prefix": "models"},
@@ -310,6 +455,8 @@ def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_b
     locust_flags = tmp_path / "locust-flags.yaml"
     locust_flags.write_text(yaml.safe_dump({
         "mode": "headless", "targetHost": f"http://vllm-serving.{NS}.svc:8000", "aws": {"region": "eu-west-1"},
+        "provenance": {"servingSelector": "app.kubernetes.io/name=vllm-serving,app.kubernetes.io/instance=vllm-serving,"
+                                          "app.kubernetes.io/component=server"},
         "headless": {"kind": "burst", "users": 32, "extraArgs": ["--run-id", "run-9"]},
         "workers": {"replicas": 2}, "config": {"sla": sla.read_text()},
         "results": {"s3Uri": "s3://slabench-results/ci/run-9/"},

@@ -11,7 +11,15 @@ import pytest
 import yaml
 
 from slabench.fleet.facts import load_facts
-from slabench.fleet.image import FLEET_IMAGE, FLEET_IMAGE_ARCH_LIST, FLEET_IMAGE_CUDA, ImageSpec, image_problems
+from slabench.fleet.image import (
+    CUSTOM_IMAGE,
+    CUSTOM_IMAGE_ARCH_LIST,
+    FLEET_IMAGE,
+    FLEET_IMAGE_ARCH_LIST,
+    FLEET_IMAGE_CUDA,
+    ImageSpec,
+    image_problems,
+)
 from slabench.fleet.nodes import load_nodes
 from slabench.fleet.rules import Severity, check_fleet
 from slabench.fleet.versions import CudaVersion, parse_arch_list
@@ -126,20 +134,34 @@ def vllm():
     return parse_dockerfile(VLLM)
 
 
-def test_vllm_build_args_are_the_fleet_image(vllm):
+def test_the_serving_image_is_the_upstream_release_of_the_same_vllm_and_cuda(vllm):
+    """The default is vLLM's own v0.32.0 CUDA 12.9 image; the custom build is the same vLLM and CUDA, so switching
+    between them changes only what upstream lacks (docker/vllm/README.md)."""
     args = vllm.global_args
-    assert {"VLLM_VERSION", "CUDA_VERSION", "TORCH_CUDA_ARCH_LIST"} <= set(args)
-    assert args["VLLM_VERSION"] == "0.32.0" and FLEET_IMAGE.endswith(":0.32.0-cu129")
+    assert f"vllm/vllm-openai:v{args['VLLM_VERSION']}-cu129" == FLEET_IMAGE
     cuda = CudaVersion.parse(args["CUDA_VERSION"])
     assert str(cuda) == FLEET_IMAGE_CUDA and FLEET_IMAGE.endswith(f"-cu{cuda.major}{cuda.minor}")
+    assert CUSTOM_IMAGE.endswith(f":{args['VLLM_VERSION']}-cu{cuda.major}{cuda.minor}")
+
+
+def test_the_upstream_image_covers_every_gpu_of_the_fleet():
+    """vLLM's v0.32.0 release pipeline builds its cu129 x86_64 image with CUDA_ARCH_X86_CU129 = "7.5 8.0 8.6 8.9 9.0
+    10.0 12.0" (.buildkite/release-pipeline.yaml of the PyPI sdist, sha256 pinned in the Dockerfile): sm_80..sm_120."""
+    upstream = {str(t.cc) for t in parse_arch_list(FLEET_IMAGE_ARCH_LIST)}
+    assert upstream >= FLEET_GPU_ARCHS
+    assert image_problems(ImageSpec.parse(FLEET_IMAGE, FLEET_IMAGE_CUDA, FLEET_IMAGE_ARCH_LIST), load_facts()) == []
+
+
+def test_vllm_custom_build_args(vllm):
+    args = vllm.global_args
+    assert {"VLLM_VERSION", "CUDA_VERSION", "TORCH_CUDA_ARCH_LIST"} <= set(args)
+    assert args["VLLM_VERSION"] == "0.32.0"
+    cuda = CudaVersion.parse(args["CUDA_VERSION"])
     assert cuda >= CudaVersion(12, 8), "Blackwell (sm_100, sm_120) needs CUDA ≥ 12.8"
-    assert args["TORCH_CUDA_ARCH_LIST"] == FLEET_IMAGE_ARCH_LIST
+    assert args["TORCH_CUDA_ARCH_LIST"] == CUSTOM_IMAGE_ARCH_LIST
     assert {str(t.cc) for t in parse_arch_list(args["TORCH_CUDA_ARCH_LIST"])} == FLEET_GPU_ARCHS
     assert re.fullmatch(r"[0-9a-f]{64}", args["VLLM_SDIST_SHA256"])
-
-
-def test_vllm_build_args_can_compile_their_arch_list():
-    spec = ImageSpec.parse(FLEET_IMAGE, FLEET_IMAGE_CUDA, FLEET_IMAGE_ARCH_LIST)
+    spec = ImageSpec.parse(CUSTOM_IMAGE, str(cuda), CUSTOM_IMAGE_ARCH_LIST)
     assert image_problems(spec, load_facts()) == []
 
 
@@ -297,8 +319,8 @@ def test_chart_default_images_are_these_images():
     if not images:
         pytest.skip("no Helm charts in helm/ yet")
     ours = {img for imgs in images.values() for img in imgs if img.startswith("ghcr.io/slabench/")}
-    assert ours <= {FLEET_IMAGE, SUITE_IMAGE}, ours
+    assert ours <= {SUITE_IMAGE}, ours
     if "vllm-serving" in images:
-        assert FLEET_IMAGE in images["vllm-serving"]
+        assert images["vllm-serving"][0] == FLEET_IMAGE  # the server's image: vLLM's release
     if "locust" in images:
         assert images["locust"][0] == SUITE_IMAGE

@@ -66,6 +66,8 @@ LOADERS = [  # (glob, loader) — first match wins
     ("*/values.yaml", _helm_values),
     ("*/Chart.yaml", _plain),
     ("observability/*.yaml", _plain),
+    ("scripts/eks/*.yaml", _plain),  # eksctl's ClusterConfig: no local schema
+    ("scripts/eks/values/*.yaml", _plain),  # values for upstream charts (checked against their keys elsewhere)
 ]
 
 

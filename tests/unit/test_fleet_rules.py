@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slabench.fleet.facts import load_facts
-from slabench.fleet.image import ImageSpec, fleet_image, image_problems
+from slabench.fleet.image import CUSTOM_IMAGE, CUSTOM_IMAGE_ARCH_LIST, ImageSpec, fleet_image, image_problems
 from slabench.fleet.nodes import load_nodes
 from slabench.fleet.rules import NodeFacts, Severity, check_arch, check_cuda_driver, check_fleet, check_node
 from slabench.fleet.versions import ComputeCapability, DriverVersion, parse_arch_list
@@ -140,7 +140,9 @@ def test_lower_ptx_does_not_cover_a_newer_major(facts):
 
 def test_compute_capability_below_every_target_fails(facts):
     t4 = node(facts, "g4dn.xlarge")
-    assert check_arch(fleet_image(), t4).severity == Severity.FAIL
+    custom = ImageSpec.parse(CUSTOM_IMAGE, "12.9", CUSTOM_IMAGE_ARCH_LIST)  # our build has no sm_75
+    assert check_arch(custom, t4).severity == Severity.FAIL
+    assert check_arch(fleet_image(), t4).severity == Severity.OK  # vLLM's release image keeps sm_75
 
 
 def test_driver_edge_cases(facts):

@@ -277,7 +277,9 @@ def test_headless_burst_is_a_job_with_the_exact_ci_command_line():
 def test_headless_sweep_runs_slabench_sweep_without_workers():
     docs = render(LOCUST, values_files=(LOCUST / "ci" / "headless-sweep-values.yaml",))
     master = container(one(docs, "Job"), "master")
-    assert master["args"] == ["slabench", "sweep", "--config", "/config/sweep.yaml", "--sla", "/config/sla.yaml"]
+    # The server under test, always: never the embedded simulator a config without target.url would start.
+    assert master["args"] == ["slabench", "sweep", "--config", "/config/sweep.yaml", "--sla", "/config/sla.yaml",
+                              "--target-url", "http://qa-grader-vllm-serving.slabench.svc:8000"]  # fmt: skip
     assert "OPENAI_API_KEY" in env_of(master)  # the sweep sends the requests itself
     assert not [d for d in docs if d["metadata"]["name"].endswith("-workers")]
 
@@ -335,7 +337,10 @@ def test_web_ingress_scenario_exposes_the_ui_through_an_internal_alb():
 
 def test_default_images_are_the_fleet_and_suite_images():
     serving = one(render(SERVING), "Deployment")
-    assert container(serving, "vllm")["image"] == "ghcr.io/slabench/vllm-openai-fleet:0.32.0-cu129"
+    assert container(serving, "vllm")["image"] == "vllm/vllm-openai:v0.32.0-cu129"
+    env = env_of(container(serving, "vllm"))
+    # The upstream image runs as our uid without a passwd entry: a user name and writable JIT caches are set.
+    assert env["USER"] == "vllm" and env["TRITON_CACHE_DIR"].startswith("/cache/")
     assert container(serving, "hydrate-weights", init=True)["image"] == "ghcr.io/slabench/suite:0.1.0"
     locust = one(render(LOCUST), "Deployment", "t-locust-master")
     assert container(locust, "master")["image"] == "ghcr.io/slabench/suite:0.1.0"
@@ -350,7 +355,7 @@ def test_helm3_renders_the_same_objects_as_helm4():
         assert [d for d in yaml.safe_load_all(a.stdout) if d] == [d for d in yaml.safe_load_all(b.stdout) if d]
 
 
-@pytest.mark.parametrize("chart", [SERVING, LOCUST, ROOT / "karpenter"])
+@pytest.mark.parametrize("chart", [SERVING, LOCUST, ROOT / "karpenter", ROOT / "observability"])
 def test_chart_metadata_schema_and_notes(chart):
     meta = yaml.safe_load((chart / "Chart.yaml").read_text())
     assert meta["apiVersion"] == "v2" and meta["kubeVersion"] == ">=1.30.0-0"
@@ -360,3 +365,67 @@ def test_chart_metadata_schema_and_notes(chart):
     assert json.loads(schema_text)["additionalProperties"] is False
     assert (chart / "templates" / "NOTES.txt").is_file()
     assert list((chart / "ci").glob("*-values.yaml"))
+
+
+# --- the platform review's minor findings ---------------------------------------------------------------------------
+
+
+def test_the_alb_exposes_only_the_openai_api():
+    rules = one(render(SERVING), "Ingress")["spec"]["rules"]
+    assert [p["path"] for r in rules for p in r["http"]["paths"]] == ["/v1"]  # not /metrics, /health, /version
+
+
+def test_no_cpu_limits_on_the_server_or_the_load_generators():
+    """A CFS quota throttles in bursts and shows up as latency the model did not cause: requests only."""
+    serving = container(one(render(SERVING), "Deployment"), "vllm")["resources"]
+    docs = render(LOCUST, "mode=headless", SLA)
+    generators = [container(one(docs, "Job", "t-locust-master"), "master")["resources"],
+                  container(one(docs, "Job", "t-locust-workers"), "worker")["resources"]]  # fmt: skip
+    for r in (serving, *generators):
+        assert "cpu" in r["requests"] and "cpu" not in r["limits"] and "memory" in r["limits"], r
+
+
+def test_the_rollout_deadline_covers_a_cold_start():
+    dep = one(render(SERVING), "Deployment")
+    startup = container(dep, "vllm")["startupProbe"]
+    assert dep["spec"]["progressDeadlineSeconds"] >= startup["periodSeconds"] * startup["failureThreshold"]
+    proc = helm_template(SERVING, set_values=("rolloutDeadlineSeconds=900",))
+    assert (
+        proc.returncode != 0
+        and "rolloutDeadlineSeconds (900) is shorter than the startup probe's budget" in proc.stderr
+    )
+
+
+def test_a_per_pod_cache_meets_the_restricted_pod_security_standard():
+    from slabench.deploy.manifests import Rendered, pod_security_level
+
+    text = helm_template(SERVING, set_values=("weightCache.hostCache=false",)).stdout
+    dep = one([d for d in yaml.safe_load_all(text) if d], "Deployment")
+    volumes = {v["name"]: v for v in pod_spec(dep)["volumes"]}
+    assert "hostPath" not in volumes["model-cache"] and volumes["model-cache"]["emptyDir"]["sizeLimit"] == "64Gi"
+    assert [c["name"] for c in pod_spec(dep)["initContainers"]] == ["hydrate-weights"]  # no root chown step
+    assert pod_security_level(Rendered("vllm-serving", text))[0] == "restricted"
+    default = helm_template(SERVING).stdout
+    assert pod_security_level(Rendered("vllm-serving", default)) == (
+        "privileged", "Deployment/t-vllm-serving mounts a hostPath volume (weightCache.hostCache)")  # fmt: skip
+
+
+def test_notes_promise_no_node_role_fallback_for_the_weights():
+    notes = (SERVING / "templates" / "NOTES.txt").read_text()
+    assert "node role allows" not in notes and "no fallback to the node role" in notes
+    fleet = yaml.safe_load((ROOT / "karpenter" / "values.yaml").read_text())
+    assert fleet["metadataOptions"]["httpPutResponseHopLimit"] == 1  # why there is none
+
+
+def test_the_locust_web_ui_behind_an_alb_requires_a_login():
+    proc = helm_template(LOCUST, set_values=("master.ingress.enabled=true",))
+    assert proc.returncode != 0 and "without a login: set master.ingress.auth" in proc.stderr
+    proc = helm_template(LOCUST, set_values=("master.ingress.enabled=true", "master.ingress.auth.type=oidc"))
+    assert proc.returncode != 0 and "needs HTTPS: set master.ingress.certificateArn" in proc.stderr
+    ann = one(render(LOCUST, values_files=(LOCUST / "ci" / "web-ingress-values.yaml",)), "Ingress")["metadata"][
+        "annotations"
+    ]
+    assert ann["alb.ingress.kubernetes.io/auth-type"] == "oidc"
+    assert ann["alb.ingress.kubernetes.io/auth-on-unauthenticated-request"] == "authenticate"
+    assert json.loads(ann["alb.ingress.kubernetes.io/auth-idp-oidc"])["secretName"] == "locust-oidc-client"
+    assert ann["alb.ingress.kubernetes.io/listen-ports"] == '[{"HTTPS": 443}]'

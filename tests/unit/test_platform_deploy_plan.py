@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from slabench.deploy import cli
 from slabench.deploy.kube import exit_code_of, job_state_of, rollout_of
@@ -29,10 +31,33 @@ def parse(*argv: str) -> argparse.Namespace:
     return parser.parse_args(["deploy", *argv])
 
 
+SLA = """\
+name: qa
+load: {concurrency: 4}
+deployment: {instance_type: g6e.xlarge}
+targets:
+  ttft_p95_s: {max: 2.0}
+"""
+SWEEP = """\
+name: s
+locustfile: locustfiles/qa_grading.py
+levels: [1, 4]
+repeats: 2
+run: {duration_s: 30}
+"""
+
+
 @pytest.fixture
 def sla(tmp_path: Path) -> Path:
     p = tmp_path / "sla.yaml"
-    p.write_text(VALID_SLA)
+    p.write_text(SLA)
+    return p
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    p = tmp_path / "sweep.yaml"
+    p.write_text(SWEEP)
     return p
 
 
@@ -52,6 +77,7 @@ def test_flags_map_to_serving_values(sla):
              "--weights-s3", "s3://models-bkt/weights/v1", "--region", "eu-west-1", "--api-key-secret", "k",
              "--serving-role-arn", "arn:aws:iam::123456789012:role/r", "--dry-run")  # fmt: skip
     assert serving_overrides(p) == {
+        "autoscaling": {"enabled": False},
         "aws": {"region": "eu-west-1"},
         "model": {"name": "org/m", "revision": "abc", "servedName": "qa"},
         "weightCache": {"bucket": "models-bkt", "prefix": "weights/v1"},
@@ -61,7 +87,10 @@ def test_flags_map_to_serving_values(sla):
 
 
 def test_unset_flags_leave_chart_defaults_alone(sla):
-    assert serving_overrides(plan("--sla", str(sla), "--dry-run")) == {"aws": {"region": "us-east-1"}}
+    assert serving_overrides(plan("--sla", str(sla), "--dry-run")) == {
+        "autoscaling": {"enabled": False},
+        "aws": {"region": "us-east-1"},
+    }
 
 
 def test_flags_map_to_a_headless_locust_run(sla):
@@ -72,18 +101,63 @@ def test_flags_map_to_a_headless_locust_run(sla):
     assert v["headless"] == {"kind": "burst", "users": 64, "spawnRate": 8.0, "runTime": "195s",
                              "extraArgs": ["--run-id", "r7"]}  # fmt: skip
     assert v["workers"] == {"replicas": 6}
-    assert v["config"] == {"sla": VALID_SLA}
+    assert v["config"] == {"sla": SLA}
     assert v["results"] == {"s3Uri": "s3://res-bkt/ci/r7/"}
 
 
-def test_sweep_needs_its_config(sla, tmp_path):
+def test_sweep_needs_its_config(sla, sweep):
     with pytest.raises(UserError, match="--sweep: a sweep run needs the sweep config"):
         plan("--sla", str(sla), "--kind", "sweep", "--dry-run")
-    sweep = tmp_path / "sweep.yaml"
-    sweep.write_text("name: s\nlevels: [1, 2]\nrun: {duration_s: 5}\n")
-    v = locust_overrides(plan("--sla", str(sla), "--kind", "sweep", "--sweep", str(sweep), "--dry-run"), "http://x:1")
-    assert v["config"]["sweep"] == "name: s\nlevels: [1, 2]\nrun: {duration_s: 5}\n"
-    assert "extraArgs" not in v["headless"]  # --run-id is a Locust flag, not a sweep one
+    p = plan("--sla", str(sla), "--kind", "sweep", "--sweep", str(sweep), "--dry-run", "--run-id", "r3")
+    v = locust_overrides(p, "http://x:1")
+    assert v["config"]["sweep"] == SWEEP
+    assert v["headless"]["extraArgs"] == ["--sweep-id", "r3"]  # the sweep's directory is named by the run id
+
+
+# --- contents of the contract and the sweep config (issue 18: a bad contract never reaches the cluster) ---------
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "message"),
+    [
+        ("sla", SLA.replace("ttft_p95_s", "ttft_p95"), r"sla.yaml:5: targets.ttft_p95: unknown key"),
+        ("sla", SLA.replace("g6e.xlarge", "g9z.huge"), r"sla.yaml:3: deployment.instance_type: .*g9z.huge"),
+        ("sla", SLA.replace("{max: 2.0}", "{max: -1}"), r"sla.yaml:5: targets.ttft_p95_s.max: .*greater than 0"),
+        ("sla", SLA.replace("concurrency: 4", "concurrency: 64"),
+         r"sla.yaml:2: load.concurrency: 64 is not one of the sweep's levels \[1, 4\]"),
+        ("sweep", SWEEP.replace("repeats: 2", "repeats: 1"), r"sweep.yaml:4: repeats: 1 gives no confidence interval"),
+        ("sweep", SWEEP.replace("duration_s", "duration"), r"sweep.yaml:5: run.duration: unknown"),
+        ("sweep", SWEEP.replace("qa_grading", "qa_gradng"), r"sweep.yaml:2: locustfile: locustfiles/qa_gradng.py"),
+        ("sweep", SWEEP.replace("[1, 4]", "[4, 4]"), r"sweep.yaml:3: levels: .*repeat a value"),
+    ],
+)  # fmt: skip
+def test_dry_run_refuses_a_bad_contract_or_sweep_with_one_line_naming_file_and_field(tmp_path, file, text, message):
+    sla, sweep = tmp_path / "sla.yaml", tmp_path / "sweep.yaml"
+    sla.write_text(SLA)
+    sweep.write_text(SWEEP)
+    (sla if file == "sla" else sweep).write_text(text)
+    with pytest.raises(UserError) as e:
+        plan("--sla", str(sla), "--kind", "sweep", "--sweep", str(sweep), "--dry-run")
+    assert "\n" not in str(e.value)
+    assert e.value.exit_code == 3
+    assert re.search(message, str(e.value)), str(e.value)
+
+
+def test_a_contract_given_in_a_locust_values_file_is_checked_too(tmp_path):
+    values = tmp_path / "locust.yaml"
+    values.write_text(yaml.safe_dump({"config": {"sla": SLA.replace("ttft_p95_s", "ttft_p95")}}))
+    with pytest.raises(UserError, match=r"locust.yaml: config.sla:5: targets.ttft_p95: unknown key"):
+        plan("--locust-values", str(values), "--dry-run")
+
+
+def test_dry_run_command_exits_3_with_one_line_and_renders_nothing(tmp_path, capsys):
+    sla = tmp_path / "sla.yaml"
+    sla.write_text(SLA.replace("ttft_p95_s", "ttft_p95"))
+    code = cli.main(["--dry-run", "--sla", str(sla), "--helm", "/nonexistent/helm"])
+    out, err = capsys.readouterr()
+    assert code == 3 and out == ""
+    expected = f"slabench: {sla}:5: targets.ttft_p95: unknown key (check the spelling; see the schema for allowed keys)"
+    assert err.strip().splitlines() == [expected]
 
 
 @pytest.mark.parametrize(
@@ -148,7 +222,7 @@ def test_result_keys_cannot_escape_the_destination(tmp_path):
         ("sla.yaml", VALID_SLA + "targets: {ttft_p95_s: {max: 9}}\n", r"sla\.yaml:6: duplicate key 'targets' \(first"),
         ("sla.yaml", VALID_SLA.replace("ttft_p95_s", "ttft_p59_s"), r"sla\.yaml:5: targets\.ttft_p59_s: unknown key"),
         ("sla.yaml", VALID_SLA.replace("g6e.xlarge", "g6e.xlarg"), r"unknown instance type 'g6e\.xlarg'"),
-        ("sweep.yaml", "name: s\nlevles: [1]\nrun: {duration_s: 5}\n", r"sweep\.yaml:2: levles: unknown key"),
+        ("sweep.yaml", "name: s\nlevles: [1]\nrun: {duration_s: 5}\n", r"sweep\.yaml:1: levels: required key"),
         ("sweep.yaml", "name: s\nlevels: [1]\nrepeats: 1\nrun: {duration_s: 5}\n", r"sweep\.yaml:3: repeats: 1"),
     ],
 )

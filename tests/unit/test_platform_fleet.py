@@ -36,13 +36,19 @@ def requirement(pool: dict, key: str) -> dict:
 
 
 def mig_configs() -> dict:
-    cm = yaml.safe_load((GPU_OPERATOR / "mig-parted-config.yaml").read_text())
-    return yaml.safe_load(cm["data"]["config.yaml"])["mig-configs"]
+    values = yaml.safe_load((GPU_OPERATOR / "values.yaml").read_text())
+    return yaml.safe_load(values["migManager"]["config"]["data"]["config.yaml"])["mig-configs"]
 
 
-def test_three_pools_whole_cards_mig_and_cpu():
+def test_four_pools_whole_cards_blackwell_mig_and_cpu():
     p = pools()
-    assert set(p) == {"gpu-whole", "gpu-g7e-mig", "cpu-locust"}
+    assert set(p) == {"gpu-whole", "gpu-g7", "gpu-g7e-mig", "cpu-locust"}
+    # g7 (RTX PRO 4500 Blackwell): one-card sizes on the Blackwell node class, from an AMI release that knows G7.
+    assert requirement(p["gpu-g7"], "karpenter.k8s.aws/instance-family")["values"] == ["g7"]
+    assert requirement(p["gpu-g7"], "karpenter.k8s.aws/instance-gpu-count")["values"] == ["1"]
+    assert p["gpu-g7"]["spec"]["template"]["spec"]["nodeClassRef"]["name"] == "gpu-blackwell"
+    alias = one(render(FLEET), "EC2NodeClass", "gpu-blackwell")["spec"]["amiSelectorTerms"]
+    assert alias == [{"alias": "al2023@v20260917"}]  # the first EKS AMI release with G7/G7e support
     assert requirement(p["gpu-whole"], "karpenter.k8s.aws/instance-family")["values"] == ["g5", "g6", "g6e"]
     assert requirement(p["gpu-g7e-mig"], "node.kubernetes.io/instance-type")["values"] == ["g7e.2xlarge", "g7e.4xlarge"]
     assert requirement(p["cpu-locust"], "karpenter.k8s.aws/instance-family")["values"] == ["c7i", "m7i"]
@@ -80,7 +86,7 @@ def test_gpu_pools_are_tainted_and_the_serving_chart_tolerates_exactly_that():
     taints = [
         t for name, p in pools().items() if name.startswith("gpu") for t in p["spec"]["template"]["spec"]["taints"]
     ]
-    assert taints == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}] * 2
+    assert taints == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}] * 3
     dep = one(render(SERVING), "Deployment")
     tol = dep["spec"]["template"]["spec"]["tolerations"][0]
     assert (tol["key"], tol["operator"], tol["effect"]) == ("nvidia.com/gpu", "Exists", "NoSchedule")
@@ -138,10 +144,48 @@ def test_gpu_operator_values_fit_the_eks_nvidia_ami_and_mig_single():
     v = yaml.safe_load((GPU_OPERATOR / "values.yaml").read_text())
     assert v["driver"]["enabled"] is False and v["toolkit"]["enabled"] is False
     assert v["mig"]["strategy"] == "single"
-    cm = yaml.safe_load((GPU_OPERATOR / "mig-parted-config.yaml").read_text())
-    assert v["migManager"]["config"]["name"] == cm["metadata"]["name"]
-    assert v["migManager"]["config"]["create"] is False
+    # The chart creates the mig-parted ConfigMap from values (no kubectl apply step on a fresh cluster).
+    assert v["migManager"]["config"]["create"] is True and "config.yaml" in v["migManager"]["config"]["data"]
     assert v["dcgmExporter"]["serviceMonitor"]["enabled"] is True
+
+
+def test_a_new_g7e_node_is_gated_until_sliced_and_the_gpu_operator_may_run_there():
+    """The g7e pool's nodes start with the MIG gate's startup taint; vLLM does not tolerate it, the GPU Operator's
+    pods (mig-manager, device plugin, feature discovery) and node-feature-discovery do; the other pools have none."""
+    docs = render(FLEET)
+    p = pools()
+    taint = {"key": "slabench.io/mig-pending", "value": "true", "effect": "NoSchedule"}
+    assert p["gpu-g7e-mig"]["spec"]["template"]["spec"]["startupTaints"] == [taint]
+    assert "startupTaints" not in p["gpu-whole"]["spec"]["template"]["spec"]
+    v = yaml.safe_load((GPU_OPERATOR / "values.yaml").read_text())
+    tolerates = {"key": "slabench.io/mig-pending", "operator": "Exists", "effect": "NoSchedule"}
+    assert tolerates in v["daemonsets"]["tolerations"]
+    assert tolerates in v["node-feature-discovery"]["worker"]["tolerations"]
+    # mig-manager retries a failed mode change with a reboot instead of assuming a GPU reset works in the VM.
+    assert {"name": "WITH_REBOOT", "value": "true"} in v["migManager"]["env"]
+    serving = one(render(SERVING, values_files=(SERVING / "ci" / "g7e-mig-values.yaml",)), "Deployment")
+    keys = {t["key"] for t in serving["spec"]["template"]["spec"]["tolerations"]}
+    assert "slabench.io/mig-pending" not in keys
+    # The gate itself: the pool, profile and slice count it checks come from the pool's own values.
+    gate = one(docs, "Deployment", "t-mig-gate")
+    cmd = gate["spec"]["template"]["spec"]["containers"][0]["command"]
+    args = dict(zip(cmd[3::2], cmd[4::2], strict=True))
+    assert cmd[:3] == ["slabench", "fleet", "mig-gate"]
+    assert args == {"--pool": "gpu-g7e-mig", "--taint": "slabench.io/mig-pending", "--profile": "2g.48gb",
+                    "--slices": "2", "--failed-after": "20m", "--max-replacements": "2",
+                    "--interval": "15s"}  # fmt: skip
+    affinity = gate["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    term = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+    assert term == {"key": "karpenter.sh/nodepool", "operator": "DoesNotExist"}
+    rules = one(docs, "ClusterRole", "t-mig-gate")["rules"]
+    assert {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in rules} == {
+        ("", "nodes"): ["get", "list", "patch"], ("karpenter.sh", "nodeclaims"): ["list", "delete"],
+        ("", "events"): ["create"]}  # fmt: skip
+
+
+def test_without_the_g7e_pool_there_is_no_gate():
+    docs = render(FLEET, values_files=(FLEET / "ci" / "whole-cards-only-values.yaml",))
+    assert not [d for d in docs if "mig-gate" in d["metadata"]["name"]]
 
 
 def test_prometheus_selects_the_labels_the_service_monitors_carry():

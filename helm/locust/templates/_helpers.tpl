@@ -66,12 +66,15 @@ app.kubernetes.io/part-of: slabench
 {{/* The master's command line, for both the web Deployment and the headless Job. */}}
 {{- define "locust.masterArgs" -}}
 {{- if and (eq .Values.mode "headless") (eq .Values.headless.kind "sweep") }}
+{{- /* Always the server under test: a sweep config without target.url would otherwise start the simulator. */}}
 - slabench
 - sweep
 - --config
 - /config/sweep.yaml
 - --sla
 - /config/sla.yaml
+- --target-url
+- {{ .Values.targetHost }}
 {{- else }}
 {{ include "locust.commonArgs" . | trim }}
 - --master
@@ -117,7 +120,7 @@ app.kubernetes.io/part-of: slabench
 {{- define "locust.podSpecCommon" -}}
 {{- $ := .ctx -}}
 serviceAccountName: {{ .sa }}
-automountServiceAccountToken: false
+automountServiceAccountToken: {{ .token | default false }}
 enableServiceLinks: false
 {{- with $.Values.priorityClassName }}
 priorityClassName: {{ . }}
@@ -207,6 +210,11 @@ affinity:
 {{- end }}
 {{- end }}
 
+{{/* Does the headless master read the serving pods' nodes (provenance)? Needs the API and its own account. */}}
+{{- define "locust.readsNodes" -}}
+{{- if and (eq .Values.mode "headless") .Values.provenance.servingSelector .Values.serviceAccount.create }}true{{ end }}
+{{- end }}
+
 {{/* The master container. In headless mode run-job.sh wraps the command: upload at the end, exit = verdict. */}}
 {{- define "locust.masterContainer" -}}
 - name: master
@@ -226,6 +234,14 @@ affinity:
       value: /results
     - name: RESULTS_S3_URI
       value: {{ .Values.results.s3Uri | quote }}
+    {{- if include "locust.readsNodes" . }}
+    - name: SLABENCH_SERVING_SELECTOR
+      value: {{ .Values.provenance.servingSelector | quote }}
+    - name: POD_NAMESPACE
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.namespace
+    {{- end }}
     {{- end }}
   ports:
     - name: master-p1

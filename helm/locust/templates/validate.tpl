@@ -7,3 +7,20 @@
 {{- fail "headless.kind=sweep needs the sweep config: set config.sweep (slabench deploy --sweep FILE) or config.existingConfigMap" }}
 {{- end }}
 {{- end }}
+{{- with .Values.master.ingress }}
+{{- if and .enabled (eq $.Values.mode "web") }}
+{{- if not .auth.type }}
+{{- fail "master.ingress.enabled exposes the Locust UI (which can start load) without a login: set master.ingress.auth (oidc or cognito) — or use kubectl port-forward" }}
+{{- end }}
+{{- if not .certificateArn }}
+{{- fail "master.ingress.auth needs HTTPS: set master.ingress.certificateArn (the ALB authenticates on HTTPS listeners only)" }}
+{{- end }}
+{{- $need := ternary (list "issuer" "authorizationEndpoint" "tokenEndpoint" "userInfoEndpoint" "secretName") (list "userPoolARN" "userPoolClientID" "userPoolDomain") (eq .auth.type "oidc") }}
+{{- $given := get .auth .auth.type }}
+{{- range $need }}
+{{- if not (get $given .) }}
+{{- fail (printf "master.ingress.auth.%s.%s is required for auth.type=%s" $.Values.master.ingress.auth.type . $.Values.master.ingress.auth.type) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,207 @@
+"""What served a run: the hardware and software behind the endpoint, recorded next to the results.
+
+A verdict is about a model on some hardware; without a record of that hardware, a PASS measured on an L40S can be read
+as one for an RTX PRO 6000. Two sources, each optional and each failing into `errors` (never into the run):
+
+- the server itself (any OpenAI-compatible endpoint): vLLM's version (`/version`), the served models and the path
+  they were loaded from (`/v1/models`: its `root` is `/models/<name>/<revision>` in helm/vllm-serving), and the
+  `vllm:*_info` series of `/metrics` (cache and model configuration labels);
+- inside Kubernetes, when the serving pods' label selector is given (`SLABENCH_SERVING_SELECTOR`, set by the Locust
+  chart for `slabench deploy`): each serving pod's node and the labels Karpenter, EKS and the GPU Operator's feature
+  discovery put on it — instance type, GPU product, MIG config and profile, driver and CUDA versions.
+
+The result goes into `sweep.json` and `run_status.json` as `provenance`; `slabench grade` warns when the contract's
+`deployment.instance_type` is not what served the run (`instance_type_warning`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import ssl
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+SELECTOR_ENV = "SLABENCH_SERVING_SELECTOR"
+NAMESPACE_ENV = "POD_NAMESPACE"
+SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+TIMEOUT_S = 5.0
+
+
+def _get(url: str, api_key: str | None, insecure: bool) -> bytes:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+    ctx = None
+    if insecure:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=ctx) as resp:
+        return resp.read(4 << 20)
+
+
+def revision_of(root: str | None) -> str | None:
+    """`/models/<org>/<name>/<revision>` (the serving chart's layout) → revision; anything else → None."""
+    m = re.fullmatch(r"/models/(?:[^/]+/)+([^/]+)/?", root or "")
+    return m.group(1) if m else None
+
+
+def info_series(metrics_text: str) -> dict[str, dict[str, str]]:
+    """The labels of every `vllm:*_info` series in a Prometheus exposition (first sample of each)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, dict[str, str]] = {}
+    for family in text_string_to_metric_families(metrics_text):
+        if family.name.startswith("vllm:") and family.name.endswith("_info") and family.samples:
+            out[family.name] = dict(family.samples[0].labels)
+    return out
+
+
+def from_server(url: str, api_key: str | None = None, insecure: bool = False) -> tuple[dict, list[str]]:
+    base = url.rstrip("/")
+    server: dict[str, Any] = {"url": base}
+    errors: list[str] = []
+    for path, parse in (("/version", _parse_version), ("/v1/models", _parse_models), ("/metrics", _parse_metrics)):
+        try:
+            server.update(parse(_get(base + path, api_key, insecure)))
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            errors.append(f"{base}{path}: {getattr(e, 'reason', None) or e}")
+    return server, errors
+
+
+def _parse_version(body: bytes) -> dict:
+    return {"vllm_version": json.loads(body).get("version")}
+
+
+def _parse_models(body: bytes) -> dict:
+    models = []
+    for m in json.loads(body).get("data") or []:
+        models.append(
+            {
+                "id": m.get("id"),
+                "root": m.get("root"),
+                "revision": revision_of(m.get("root")),
+                "max_model_len": m.get("max_model_len"),
+            }
+        )
+    return {"models": models}
+
+
+def _parse_metrics(body: bytes) -> dict:
+    return {"metrics_info": info_series(body.decode("utf-8", errors="replace"))}
+
+
+# GPU feature discovery / Karpenter / EKS node labels → provenance fields
+NODE_LABELS = {
+    "instance_type": "node.kubernetes.io/instance-type",
+    "capacity_type": "karpenter.sh/capacity-type",
+    "nodepool": "karpenter.sh/nodepool",
+    "zone": "topology.kubernetes.io/zone",
+    "gpu_product": "nvidia.com/gpu.product",
+    "gpu_count": "nvidia.com/gpu.count",
+    "gpu_memory_mib": "nvidia.com/gpu.memory",
+    "mig_config": "nvidia.com/mig.config",
+    "mig_config_state": "nvidia.com/mig.config.state",
+}
+
+
+def node_facts(labels: dict[str, str]) -> dict[str, Any]:
+    """Provenance of one node from its labels (pure)."""
+    facts: dict[str, Any] = {k: labels.get(v) for k, v in NODE_LABELS.items()}
+    product = labels.get("nvidia.com/gpu.product") or ""
+    m = re.search(r"-MIG-(\d+g\.\d+gb(?:\+me)?)$", product)
+    facts["mig_profile"] = m.group(1) if m else None
+    facts["driver_version"] = _version(
+        labels,
+        "nvidia.com/cuda.driver-version.full",
+        "nvidia.com/cuda.driver-version",
+        ("major", "minor", "revision"),
+        "nvidia.com/cuda.driver",
+        ("major", "minor", "rev"),
+    )
+    facts["cuda_version"] = _version(
+        labels,
+        "nvidia.com/cuda.runtime-version.full",
+        "nvidia.com/cuda.runtime-version",
+        ("major", "minor"),
+        "nvidia.com/cuda.runtime",
+        ("major", "minor"),
+    )
+    return facts
+
+
+def _version(labels: dict, full: str, new: str, new_parts: tuple, old: str, old_parts: tuple) -> str | None:
+    """GPU feature discovery's version labels: `<new>.full`, else `<new>.<part>`, else the older `<old>.<part>`."""
+    if labels.get(full):
+        return labels[full]
+    for prefix, parts in ((new, new_parts), (old, old_parts)):
+        found = [labels.get(f"{prefix}.{p}") for p in parts]
+        if any(found):
+            return ".".join(p for p in found if p)
+    return None
+
+
+def from_kubernetes(
+    selector: str, namespace: str | None = None, api_client: Any = None
+) -> tuple[list[dict], list[str]]:
+    """Each serving pod's node, read through the API with the pod's own service account (in-cluster)."""
+    try:
+        from kubernetes import client, config
+
+        if api_client is None:
+            config.load_incluster_config()
+        core = client.CoreV1Api(api_client)
+        ns = namespace or os.environ.get(NAMESPACE_ENV) or SA_NAMESPACE.read_text().strip()
+        pods = core.list_namespaced_pod(ns, label_selector=selector).items
+        nodes = []
+        for pod in pods:
+            if not pod.spec.node_name:
+                continue
+            node = core.read_node(pod.spec.node_name)
+            nodes.append(
+                {"pod": pod.metadata.name, "node": pod.spec.node_name, **node_facts(node.metadata.labels or {})}
+            )
+        return nodes, ([] if nodes else [f"kubernetes: no scheduled pod matches {selector!r} in {ns}"])
+    except Exception as e:  # provenance must never cost the run: say what could not be read
+        return [], [f"kubernetes: {type(e).__name__}: {getattr(e, 'reason', None) or e}"]
+
+
+def collect(url: str, api_key_env: str | None = None, insecure: bool = False, selector: str | None = None) -> dict:
+    """Everything known about what serves `url`; `errors` lists what could not be read."""
+    api_key = os.environ.get(api_key_env) if api_key_env else None
+    server, errors = from_server(url, api_key, insecure)
+    out: dict[str, Any] = {"server": server, "nodes": []}
+    selector = selector if selector is not None else os.environ.get(SELECTOR_ENV)
+    if selector:
+        out["nodes"], more = from_kubernetes(selector)
+        errors += more
+    out["errors"] = errors
+    return out
+
+
+def measured_instance_types(run_path: str | Path) -> list[str] | None:
+    """Instance types recorded in a run's sweep.json or run_status.json (None: nothing recorded)."""
+    p = Path(run_path)
+    d = p if p.is_dir() else p.parent
+    for name in ("sweep.json", "run_status.json"):
+        try:
+            data = json.loads((d / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        nodes = ((data or {}).get("provenance") or {}).get("nodes") or []
+        types = sorted({n["instance_type"] for n in nodes if isinstance(n, dict) and n.get("instance_type")})
+        if types:
+            return types
+    return None
+
+
+def instance_type_warning(contract_type: str, run_path: str | Path) -> str | None:
+    measured = measured_instance_types(run_path)
+    if measured is None or measured == [contract_type]:
+        return None
+    return (
+        f"WARNING: the contract's deployment.instance_type is {contract_type}, but the run was served by "
+        f"{', '.join(measured)} (provenance in {run_path}): the verdict and its cost figures are not about the "
+        "hardware the contract names"
+    )

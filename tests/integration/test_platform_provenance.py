@@ -1,0 +1,222 @@
+"""Hardware provenance: what served a run is recorded in sweep.json / run_status.json, and the grader warns when the
+contract names other hardware.
+
+Real parts: a vLLM-shaped HTTP server on 127.0.0.1 (the JSON of vLLM's /version and /v1/models and a Prometheus
+exposition with a vllm:*_info series), the embedded simulator and real `slabench sweep` / `locust` runs, the fake API
+server for the Kubernetes side (no EKS: node labels are written by the test with the names and formats the GPU
+Operator's feature discovery, Karpenter and EKS use), and `slabench grade`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from slabench import provenance
+from tests.platform_fake_kube import FakeKube
+from tests.platform_helpers import ROOT
+
+REV = "3aed33c3d2bfa212a137f6c855d79b5426862b24"
+ROOT_PATH = f"/models/RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8/{REV}"
+# GPU feature discovery's labels on a g7e node after mig-manager applied all-2g.48gb, plus Karpenter's and EKS's.
+G7E_MIG = {
+    "node.kubernetes.io/instance-type": "g7e.2xlarge", "karpenter.sh/capacity-type": "on-demand",
+    "karpenter.sh/nodepool": "gpu-g7e-mig", "topology.kubernetes.io/zone": "us-east-1a",
+    "nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition-MIG-2g.48gb", "nvidia.com/gpu.count": "2",
+    "nvidia.com/gpu.memory": "48896", "nvidia.com/mig.config": "all-2g.48gb", "nvidia.com/mig.config.state": "success",
+    "nvidia.com/cuda.driver.major": "595", "nvidia.com/cuda.driver.minor": "45", "nvidia.com/cuda.driver.rev": "04",
+    "nvidia.com/cuda.runtime.major": "13", "nvidia.com/cuda.runtime.minor": "2",
+}  # fmt: skip
+L40S = {"node.kubernetes.io/instance-type": "g6e.xlarge", "nvidia.com/gpu.product": "NVIDIA-L40S",
+        "nvidia.com/cuda.driver.major": "580", "nvidia.com/cuda.driver.minor": "65", "nvidia.com/cuda.driver.rev": "06",
+        "nvidia.com/cuda.runtime.major": "13", "nvidia.com/cuda.runtime.minor": "0"}  # fmt: skip
+
+
+def test_node_facts_from_feature_discovery_labels():
+    f = provenance.node_facts(G7E_MIG)
+    assert (f["instance_type"], f["mig_profile"], f["mig_config"]) == ("g7e.2xlarge", "2g.48gb", "all-2g.48gb")
+    assert (f["driver_version"], f["cuda_version"], f["gpu_count"]) == ("595.45.04", "13.2", "2")
+    whole = provenance.node_facts(L40S)
+    assert whole["mig_profile"] is None and whole["gpu_product"] == "NVIDIA-L40S"
+    # Newer feature discovery writes *-version.* labels (and .full): preferred over the older ones.
+    newer = {"nvidia.com/cuda.driver-version.full": "595.58.03", "nvidia.com/cuda.driver.major": "1",
+             "nvidia.com/cuda.runtime-version.major": "13", "nvidia.com/cuda.runtime-version.minor": "2"}  # fmt: skip
+    f = provenance.node_facts(newer)
+    assert (f["driver_version"], f["cuda_version"]) == ("595.58.03", "13.2")
+    assert provenance.node_facts({})["driver_version"] is None
+
+
+@pytest.mark.parametrize(
+    ("root", "revision"),
+    [("/models/RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8/3aed33c3", "3aed33c3"), ("/models/org/m/main/", "main"),
+     ("meta-llama/Llama-3.1-8B", None), (None, None)],
+)  # fmt: skip
+def test_the_revision_is_read_from_the_serving_charts_model_path(root, revision):
+    assert provenance.revision_of(root) == revision
+
+
+class VllmLike(BaseHTTPRequestHandler):
+    """vLLM's answers for /version, /v1/models and /metrics (shapes as vLLM 0.x serves them); a key is required."""
+
+    key = "k-123"
+
+    def log_message(self, *a):  # quiet
+        pass
+
+    def do_GET(self):
+        if self.headers.get("Authorization") != f"Bearer {self.key}":
+            return self._send(401, b'{"error": "Unauthorized"}')
+        body = {
+            "/version": json.dumps({"version": "0.32.0"}).encode(),
+            "/v1/models": json.dumps(
+                {
+                    "object": "list",
+                    "data": [
+                        {
+                            "id": "qa-grader",
+                            "object": "model",
+                            "owned_by": "vllm",
+                            "max_model_len": 8192,
+                            "root": ROOT_PATH,
+                            "parent": None,
+                        }
+                    ],
+                }
+            ).encode(),
+            "/metrics": b"# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+            b"# TYPE vllm:cache_config_info gauge\n"
+            b'vllm:cache_config_info{block_size="16",cache_dtype="auto",gpu_memory_utilization="0.9"} 1.0\n'
+            b"# TYPE vllm:num_requests_waiting gauge\n"
+            b'vllm:num_requests_waiting{model_name="qa-grader"} 0.0\n',
+        }.get(self.path)
+        self._send(200 if body else 404, body or b"{}")
+
+    def _send(self, code: int, body: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def vllm_like() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), VllmLike)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_server_reports_vllm_version_model_revision_and_config(vllm_like, monkeypatch):
+    monkeypatch.setenv("MY_KEY", VllmLike.key)
+    p = provenance.collect(vllm_like, "MY_KEY", selector="")
+    s = p["server"]
+    assert s["vllm_version"] == "0.32.0"
+    assert s["models"] == [{"id": "qa-grader", "max_model_len": 8192, "revision": REV, "root": ROOT_PATH}]
+    assert s["metrics_info"] == {"vllm:cache_config_info": {"block_size": "16", "cache_dtype": "auto",
+                                                            "gpu_memory_utilization": "0.9"}}  # fmt: skip
+    assert p["errors"] == [] and p["nodes"] == []
+    assert VllmLike.key not in json.dumps(p)  # the key is sent, never recorded
+
+
+def test_what_cannot_be_read_is_said_never_raised(vllm_like):
+    p = provenance.collect(vllm_like, None, selector="")  # no key: 401 on every path
+    assert len(p["errors"]) == 3 and all("401" in e or "Unauthorized" in e for e in p["errors"])
+    p = provenance.collect("http://127.0.0.1:9", None, selector="")
+    assert len(p["errors"]) == 3 and p["server"] == {"url": "http://127.0.0.1:9"}
+
+
+def test_the_serving_pods_nodes_are_read_through_the_kubernetes_api(tmp_path):
+    from kubernetes import config
+
+    kube = FakeKube().start()
+    try:
+        for name, labels in (("ip-10-0-1-5", G7E_MIG), ("ip-10-0-2-9", L40S)):
+            kube.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
+        sel = {"app.kubernetes.io/instance": "vllm-serving", "app.kubernetes.io/component": "server"}
+        for pod, node in (("vllm-serving-a", "ip-10-0-1-5"), ("vllm-serving-b", None), ("other", "ip-10-0-2-9")):
+            labels = sel if pod.startswith("vllm") else {"app": "x"}
+            spec = {"containers": [], **({"nodeName": node} if node else {})}
+            meta = {"name": pod, "namespace": "slabench", "labels": labels}
+            kube.put({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+        cfg = tmp_path / "kubeconfig"
+        cfg.write_text(kube.kubeconfig())
+        api = config.new_client_from_config(config_file=str(cfg))
+        selector = "app.kubernetes.io/instance=vllm-serving,app.kubernetes.io/component=server"
+        nodes, errors = provenance.from_kubernetes(selector, "slabench", api_client=api)
+    finally:
+        kube.stop()
+    assert errors == []
+    (n,) = nodes  # the pending pod has no node; the other pod is not a serving pod
+    assert (n["pod"], n["node"], n["instance_type"], n["mig_profile"]) == ("vllm-serving-a", "ip-10-0-1-5",
+                                                                          "g7e.2xlarge", "2g.48gb")  # fmt: skip
+
+
+def test_outside_a_cluster_the_kubernetes_side_is_an_error_entry_not_a_failure(vllm_like):
+    nodes, errors = provenance.from_kubernetes("app=x")
+    assert nodes == [] and len(errors) == 1 and errors[0].startswith("kubernetes: ")
+
+
+SWEEP = """\
+name: prov
+locustfile: locustfiles/chat_replay.py
+locust_options: {max-tokens: 8, prompt-tokens: 16}
+levels: [1]
+repeats: 2
+run: {requests: 3, max_duration_s: 20}
+analysis: {report: false}
+"""
+
+
+def test_sweep_json_and_run_status_record_what_served_the_run(simulator, tmp_path):
+    url = simulator("--ttft", "0.01", "--itl", "0.001", "--output-tokens", "8")
+    cfg = tmp_path / "sweep.yaml"
+    cfg.write_text(SWEEP)
+    p = subprocess.run(
+        [sys.executable, "-m", "slabench", "sweep", "--config", str(cfg), "--target-url", url, "--output-dir",
+         str(tmp_path / "runs"), "--sweep-id", "p1", "--no-report"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180, env={**os.environ, "SLABENCH_SERVING_SELECTOR": ""},
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    meta = json.loads((tmp_path / "runs" / "p1" / "sweep.json").read_text())
+    served = meta["provenance"]["server"]
+    assert served["url"] == url and served["models"][0]["id"]  # what the simulator lists
+    assert "vllm:num_requests_waiting" not in served["metrics_info"]  # only *_info series
+    # The simulator has no /version: recorded as such, the run went on.
+    assert any(e.startswith(f"{url}/version") for e in meta["provenance"]["errors"])
+    status = json.loads((tmp_path / "runs" / "p1" / "1" / "1" / "run_status.json").read_text())
+    assert status["provenance"]["server"]["models"] == served["models"]
+
+
+def _graded_run(tmp_path: Path, instance_type: str | None) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    src = ROOT / "docs" / "example-report" / "summary.json"
+    (run / "summary.json").write_text(src.read_text())
+    if instance_type:
+        nodes = [{"pod": "vllm-serving-a", "node": "n1", "instance_type": instance_type}]
+        (run / "sweep.json").write_text(json.dumps({"provenance": {"server": {}, "nodes": nodes, "errors": []}}))
+    return run
+
+
+@pytest.mark.parametrize(("served", "warned"), [("g7e.2xlarge", True), ("g6e.xlarge", False), (None, False)])
+def test_the_grader_warns_when_the_contract_names_other_hardware(tmp_path, served, warned):
+    run = _graded_run(tmp_path, served)
+    sla = tmp_path / "sla.yaml"
+    sla.write_text("name: t\nload: {concurrency: 4}\ndeployment: {instance_type: g6e.xlarge}\n"
+                   "targets: {ttft_p95_s: {max: 100}}\n")  # fmt: skip
+    p = subprocess.run([sys.executable, "-m", "slabench", "grade", str(run), "--sla", str(sla)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    notes = json.loads((run / "verdict.json").read_text())["notes"]
+    warning = [n for n in notes if "deployment.instance_type is g6e.xlarge, but the run was served by" in n]
+    assert bool(warning) is warned, (p.stdout, p.stderr)
+    if warned:
+        assert "g7e.2xlarge" in warning[0] and "WARNING" in p.stdout + p.stderr
