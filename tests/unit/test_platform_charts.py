@@ -279,7 +279,10 @@ def test_headless_sweep_runs_slabench_sweep_without_workers():
     master = container(one(docs, "Job"), "master")
     # The server under test, always: never the embedded simulator a config without target.url would start.
     assert master["args"] == ["slabench", "sweep", "--config", "/config/sweep.yaml", "--sla", "/config/sla.yaml",
-                              "--target-url", "http://qa-grader-vllm-serving.slabench.svc:8000"]  # fmt: skip
+                              "--target-url", "http://qa-grader-vllm-serving.slabench.svc:8000",
+                              "--output-dir", "/app/runs"]  # fmt: skip
+    mounts = {m["mountPath"]: m for m in master["volumeMounts"]}
+    assert mounts["/app/runs"]["name"] == "results"  # the sweep's tree is uploaded with the results
     assert "OPENAI_API_KEY" in env_of(master)  # the sweep sends the requests itself
     assert not [d for d in docs if d["metadata"]["name"].endswith("-workers")]
 

@@ -75,6 +75,9 @@ app.kubernetes.io/part-of: slabench
 - /config/sla.yaml
 - --target-url
 - {{ .Values.targetHost }}
+{{- /* Under the uploaded results volume, whatever output_dir the config names (the root filesystem is read-only). */}}
+- --output-dir
+- /app/runs
 {{- else }}
 {{ include "locust.commonArgs" . | trim }}
 - --master
