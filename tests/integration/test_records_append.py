@@ -77,7 +77,7 @@ def test_append_adds_the_run_and_grading_both_as_one_needs_merge_runs(simulator,
     assert "--sla-merge-runs" in res.stderr and "Traceback" not in res.stderr
     assert scrape(url)["slabench_sim_requests_received_total"] == sent
     res = locust(url, path, "--append", "--run-id", "third", "--sla", str(sla), "--sla-merge-runs")
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.returncode == 1, res.stderr[-2000:]  # graded as one: CONDITIONAL, 17 requests are too few for a p95
     assert {r.run_id for r in read_records(path)} == {"earlier", "second", "third"}, res.stderr[-3000:]
     verdict = json.loads((tmp_path / "verdict.json").read_text())
     assert verdict["checks"][0]["samples"] == sum(r.outcome == "ok" for r in read_records(path))
