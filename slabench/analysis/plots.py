@@ -123,12 +123,11 @@ def throughput_plot(summary: SweepSummary) -> bytes:
     """Requests/s per level with the linear-scaling line from the lowest level (where a plateau shows)."""
     fig, ax = _figure()
     if _series(ax, summary.levels, "throughput_rps", "throughput", "tab:purple", 1.0):
-        first = next(
-            lv for lv in summary.levels if lv.metrics.get("throughput_rps") and lv.metrics["throughput_rps"].mean
-        )
-        base = first.metrics["throughput_rps"].mean / first.level
-        xs = [lv.level for lv in summary.levels]
-        ax.plot(xs, [base * x for x in xs], ls=":", color="0.4", label="linear scaling from the lowest level")
+        first = next((lv for lv in summary.levels if (e := lv.metrics.get("throughput_rps")) and e.mean), None)
+        if first is not None:  # every level at 0 req/s (nothing answered) has no scaling line to draw
+            base = first.metrics["throughput_rps"].mean / first.level
+            xs = [lv.level for lv in summary.levels]
+            ax.plot(xs, [base * x for x in xs], ls=":", color="0.4", label="linear scaling from the lowest level")
     else:
         _no_data(ax)
     _cliff_line(ax, summary)

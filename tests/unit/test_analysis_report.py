@@ -117,3 +117,16 @@ def test_the_console_summary_fits_an_80_column_ci_log(summary):
     table = lines[: next(i for i, line in enumerate(lines) if line.startswith("scaling cliff"))]
     assert max(len(line) for line in table) <= 80
     assert any("TTFT p95 (ms)" in line for line in table)  # a header kept whole, not one word a line
+
+
+def test_a_sweep_where_nothing_was_answered_still_gets_its_report(tmp_path):
+    from slabench.record import ErrorCategory, Outcome
+
+    for level in (1, 2):
+        for repeat in (1, 2):
+            errors = [rec(0.5 * i, ttft=None, outcome=Outcome.ERROR, category=ErrorCategory.HTTP_5XX) for i in range(5)]
+            write_run(tmp_path / "s", level, repeat, errors)
+    summary = aggregate(tmp_path / "s")
+    assert summary.level(1).metrics["throughput_rps"].mean == 0.0
+    paths = write_report(summary, tmp_path / "out")  # the throughput plot has no scaling line to draw, no crash
+    assert paths["html"].exists() and "http_5xx" in paths["markdown"].read_text()
