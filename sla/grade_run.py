@@ -44,6 +44,12 @@ def _degraded(records_path: Path) -> str | None:
         return None
     if not isinstance(status, dict) or not status.get("degraded"):
         return None
+    reasons = list(status.get("incomplete_reasons") or [])
+    if reasons:  # what the run says about itself, and how its records compare with the server's count
+        accounting = status.get("accounting") or {}
+        if accounting.get("unrecorded"):
+            reasons.append(accounting["note"])
+        return f"the run is degraded ({status_path}): {'; '.join(reasons)}"
     lost = status.get("lost_workers") or status.get("workers_without_final_batch") or []
     return f"the run is degraded ({status_path}): records of lost worker(s) {lost} are missing"
 

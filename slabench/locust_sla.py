@@ -6,8 +6,9 @@ stops and sets the process exit code, for CI users who never run the sweep.
   run's records are graded (`sla.single_run`: one run, so every verdict says "single run"), the verdict is logged
   line by line and written as ``verdict.json`` / ``verdict.md`` beside the records.
 - Exit code: 0 PASS, 1 CONDITIONAL (0 with ``--sla-allow-conditional``), 2 FAIL, 3 invalid input (e.g. a quality
-  floor for a task the run did not grade). With ``--sla`` the contract decides: it replaces Locust's own
-  "any failed request → 1" rule (the contract's error_rate is the judge of errors).
+  floor for a task the run did not grade), 4 when the run is incomplete whatever the verdict (a lost worker,
+  requests not sent, no request answered: `run_status.json` says why). With ``--sla`` the contract decides: it
+  replaces Locust's own "any failed request → 1" rule (the contract's error_rate is the judge of errors).
 - The load: records stamped by a shape carry their level; a plain run's records do not, so the run is taken to be
   at concurrency ``-u`` (without a shape) — a contract for another load then has no data and FAILS, honestly.
 
@@ -25,7 +26,7 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
-from slabench.errors import UserError
+from slabench.errors import ExitCode, UserError
 
 log = logging.getLogger("slabench.sla")
 
@@ -113,7 +114,12 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
 def _on_test_stop(environment: Environment, **_: Any) -> None:
     hook: SlaHook | None = getattr(environment, "slabench_sla", None)
     if hook is not None:  # added at init, so it runs after the record hub's test_stop has closed the records
-        environment.process_exit_code = hook.grade()
+        code = hook.grade()
+        # a run that did not measure what it claims (a lost worker, nothing answered) exits 4 whatever the verdict
+        status = getattr(getattr(environment, "slabench", None), "status", None) or {}
+        if status.get("incomplete_reasons") and code != ExitCode.BAD_INPUT:
+            code = ExitCode.INCOMPLETE
+        environment.process_exit_code = code
 
 
 def install(hooks: Any = events) -> None:

@@ -83,3 +83,12 @@ def test_a_bad_contract_exits_3_before_any_load(simulator, tmp_path):
     assert res.returncode == 3
     assert "sla.yaml:6: targets.eror_rate: unknown key" in res.stderr
     assert not records.exists()
+
+
+def test_a_run_that_answered_nothing_exits_4_whatever_the_verdict(tmp_path):
+    res, records = locust(tmp_path, "http://127.0.0.1:9", write(tmp_path, PASSES))
+    assert res.returncode == 4, res.stderr[-3000:]
+    assert "the run is incomplete (exit 4): no request was answered" in res.stderr
+    assert "Traceback" not in res.stderr
+    status = json.loads((records.parent / "run_status.json").read_text())
+    assert status["degraded"] and status["incomplete_reasons"] == ["no request was answered"]

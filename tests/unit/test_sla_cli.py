@@ -135,3 +135,16 @@ def test_a_degraded_run_cannot_pass(slabench, tmp_path, run_dir):
     v = json.loads((run_dir / "verdict.json").read_text())
     assert v["checks"][0]["status"] == "PASS" and v["verdict"] == "CONDITIONAL"
     assert any("degraded" in n and "w2" in n for n in v["notes"])
+
+
+def test_a_degraded_runs_verdict_says_why_and_what_the_server_counted(slabench, tmp_path, run_dir):
+    status = {
+        "schema_version": 1,
+        "degraded": True,
+        "incomplete_reasons": ["1 worker(s) lost: w2"],
+        "accounting": {"unrecorded": 3, "note": "the server received 40 requests, 3 more than the records account for"},
+    }
+    (run_dir / "run_status.json").write_text(json.dumps(status))
+    assert slabench(["grade", str(run_dir), "--sla", contract(tmp_path, "  ttft_p95_s: {max: 1}\n")]) == 1
+    notes = json.loads((run_dir / "verdict.json").read_text())["notes"]
+    assert any("1 worker(s) lost: w2" in n and "3 more than the records" in n for n in notes), notes
