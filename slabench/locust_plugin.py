@@ -39,6 +39,7 @@ from slabench.accounting import Tally, incomplete_reasons, reconcile, server_rec
 from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url
 from slabench.distributed import install_port_defaults, watch_worker_join
 from slabench.errors import ExitCode, UserError
+from slabench.heartbeat import HeartbeatThread, worker_state
 from slabench.locust_scrape import stop_scrape
 from slabench.master_watch import MasterWatch
 from slabench.record import Outcome, RequestRecord
@@ -153,6 +154,7 @@ class RecordHub:
         self.missing_finals: list[str] = []
         self.journal: Journal | None = None  # worker: this run's spool, until the master confirms it has the records
         self.master_lost = False
+        self._accounted = False  # master: workers without a final batch have been accounted for (this run)
         self._intake: deque[tuple[str, Any, bool]] = deque()  # master: messages from workers, in arrival order
         self._intake_ready = gevent.event.Event()
         self._intake_lock = gevent.lock.Semaphore()
@@ -170,6 +172,9 @@ class RecordHub:
             self.runner.register_message(MSG_STOP, self._on_stop_request)
             self.runner.register_message(MSG_ACK, self._on_ack)
             self.master_watch = MasterWatch(self.runner, self.opts.master_lost_timeout, self._master_lost)
+            self.heartbeats = HeartbeatThread(
+                self.runner.master_host, self.runner.master_port, self.worker_id, worker_state(self.runner)
+            )
         if self.is_master:
             self.runner.register_message(MSG_RECORDS, self._on_records)
             self.runner.register_message(MSG_FINAL, self._on_final)
@@ -209,6 +214,7 @@ class RecordHub:
         self.run_id = self.opts.run_id or new_run_id()
         self.received, self.finals, self.tally, self.stored_ids, self.duplicates = 0, {}, Tally(), set(), 0
         self.inflight_seen, self.lost_workers, self.missing_finals, self.came_back = {}, {}, [], {}
+        self._accounted = False
         self.missing = {w: t for w, t in self.missing.items() if self._is_missing(w)}
         self.records_path = Path(self.opts.records or f"runs/{self.run_id}/records.jsonl")
         self.sink = open_sink(self.records_path)
@@ -430,10 +436,15 @@ class RecordHub:
             if not pending or (pending <= set(self.missing) and time.monotonic() - start > MISSING_WAIT_S):
                 break
             gevent.sleep(0.05)
+        self._account_for_workers_without_final()
+
+    def _account_for_workers_without_final(self) -> None:
         self.drain_intake()
+        workers = {c.id for c in self.runner.clients.all} | set(self.missing) | set(self.inflight_seen)
         self.missing_finals = sorted(workers - set(self.finals))
         for worker in self.missing_finals:
             self._account_for_lost_worker(worker)
+        self._accounted = True
 
     def _on_stop_request(self, msg: Any, **_: Any) -> None:
         self.runner.stop()  # kills users (in-flight requests become `dropped` records), fires test_stop → finish
@@ -447,6 +458,8 @@ class RecordHub:
             self._pump.kill()
         if self.sink is None:
             return
+        if self.is_master and not self._accounted:  # Locust quit in the middle of stopping
+            self._account_for_workers_without_final()
         self.drain_intake()
         self.sink.close()
         stop_scrape(self.env)  # the closing scrape, for the server's request count
@@ -654,6 +667,10 @@ def _stop_run_before_quitting(environment: Environment, **_: Any) -> None:
     hub: RecordHub | None = getattr(environment, "slabench", None)
     if hub is not None and hub.is_worker:
         hub.wait_for_ack(ACK_WAIT_S)  # else the spool stays behind as a second copy of records the master has
+    elif hub is not None and hub.sink is not None:
+        # Locust quit in the middle of stopping the run (its stop was running in a greenlet that quitting kills,
+        # e.g. after "the last worker went missing"): test_stop never fired. Finish the run: records, status, grade.
+        environment.events.test_stop.fire(environment=environment)
 
 
 def _on_quitting(environment: Environment, **_: Any) -> None:

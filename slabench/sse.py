@@ -29,6 +29,14 @@ class SSEParser:
         self.comments = 0  # keep-alive comment lines seen
 
     def feed(self, chunk: bytes, now: float) -> list[SSEEvent]:
+        if (
+            chunk.endswith(b"\n")
+            and not self._buf
+            and not self._pending_cr
+            and chunk.find(b"\n") == len(chunk) - 1
+            and b"\r" not in chunk
+        ):  # one whole line, as the client feeds them (a line read per call): no buffering, no splitting
+            return self._line(chunk[:-1], now)
         if not chunk:
             return []
         if self._pending_cr and chunk.startswith(b"\n"):
@@ -40,16 +48,20 @@ class SSEParser:
         *lines, self._buf = buf.split(b"\n")
         out: list[SSEEvent] = []
         for line in lines:
-            if not line:
-                if self._data:
-                    out.append(SSEEvent("\n".join(self._data), now, self._event))
-                self._data = []
-                self._event = None
-            elif line[0] == 0x3A:  # ':'
-                self.comments += 1
-            else:
-                self._field(line)
+            out += self._line(line, now)
         return out
+
+    def _line(self, line: bytes, now: float) -> list[SSEEvent]:
+        if not line:
+            out = [SSEEvent("\n".join(self._data), now, self._event)] if self._data else []
+            self._data = []
+            self._event = None
+            return out
+        if line[0] == 0x3A:  # ':'
+            self.comments += 1
+        else:
+            self._field(line)
+        return []
 
     def _field(self, line: bytes) -> None:
         name, sep, value = line.partition(b":")

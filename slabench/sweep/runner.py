@@ -421,11 +421,13 @@ class SweepRunner:
 
 
 def _last_line(path: Path) -> str:
+    """The log's last error line (why locust failed), else its last line."""
     try:
         lines = [x for x in path.read_text(encoding="utf-8", errors="replace").splitlines() if x.strip()]
     except OSError:
         return "no output"
-    return lines[-1].strip() if lines else "no output"
+    errors = [x for x in lines if "/ERROR/" in x or x.startswith("slabench")]
+    return (errors or lines or ["no output"])[-1].strip()
 
 
 def _now() -> str:
