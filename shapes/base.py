@@ -169,7 +169,9 @@ class ClosedLoopShape(SlabenchShape):
 
 class OpenLoopShape(SlabenchShape):
     """No Locust-spawned users: workers' dispatchers send the items. Ends when every dispatcher has finished (all
-    items sent and answered), or `--open-loop-drain-timeout` after the last due time."""
+    items sent and answered), or when, after the last due time, no request has finished for
+    `--open-loop-drain-timeout` seconds (a saturated machine or server still finishing requests is waited for: each
+    one ends within --request-timeout anyway)."""
 
     abstract = True
 
@@ -178,11 +180,22 @@ class OpenLoopShape(SlabenchShape):
         if self.t0 is not None and rt.all_reported():
             return None
         opts = environment.parsed_options
-        limit = self.plan.end + opt_float(opts, "open_loop_start_delay") + opt_float(opts, "open_loop_drain_timeout")
-        if self.t0 is not None and t > limit:
-            log.warning("slabench: open loop: requests still in flight %.0f s after the last due time; stopping", t)
+        last_due = self.plan.end + opt_float(opts, "open_loop_start_delay")
+        drain = opt_float(opts, "open_loop_drain_timeout")
+        if self.t0 is not None and drain_expired(t, last_due, drain, rt.since_last_record()):
+            log.warning(
+                "slabench: open loop: no request finished for %.0f s, %.0f s after the last due time; stopping",
+                drain,
+                t - last_due,
+            )
             return None
         return 0, 1
+
+
+def drain_expired(t: float, last_due: float, drain_timeout: float, since_last_record: float) -> bool:
+    """After the last due time, wait for the requests in flight while they keep finishing; give up once none has
+    finished for `drain_timeout` seconds (counted from the last due time at the earliest)."""
+    return t - last_due > drain_timeout and since_last_record > drain_timeout
 
 
 def fail(environment: Any, e: UserError) -> None:
@@ -215,6 +228,7 @@ class ShapeRuntime:
         if self.is_master:
             self.runner.register_message(MSG_REPORT, self._on_report)
         self.missing: dict[str, float] = {}  # master: workers missing heartbeats now → since (monotonic)
+        self.last_record = time.monotonic()  # master / local: when the latest record was stored
         # the record hub calls these on the master / local runner (older hubs lack them: no accounting then)
         getattr(self.hub, "listeners", []).append(self._on_record)
         getattr(self.hub, "missing_listeners", []).append(self._on_worker_missing)
@@ -229,6 +243,7 @@ class ShapeRuntime:
             shape.plan = shape.plan_for(self.env)
         plan = shape.plan
         self.shape, self.reports, self.pending = shape, {}, {}
+        self.last_record = time.monotonic()
         shape.t0 = time.perf_counter()
         opts = self.env.parsed_options
         start_delay = opt_float(opts, "open_loop_start_delay") if plan.items is not None else 0.0
@@ -282,7 +297,11 @@ class ShapeRuntime:
     def _on_report(self, msg: Any, **_: Any) -> None:
         self.reports[msg.node_id] = msg.data
 
+    def since_last_record(self) -> float:
+        return time.monotonic() - self.last_record
+
     def _on_record(self, record: RequestRecord) -> None:
+        self.last_record = time.monotonic()
         pending = self.pending.get(record.worker_id)
         if pending is not None and record.item_id is not None:
             pending.pop(record.item_id, None)
@@ -421,7 +440,8 @@ def add_common_options(parser: Any) -> None:
         "--open-loop-drain-timeout",
         type=float,
         default=300.0,
-        help="open-loop shapes: seconds after the last due time to wait for requests in flight before stopping",
+        help="open-loop shapes: after the last due time, stop waiting for requests in flight once none has "
+        "finished for this many seconds",
     )
     g.add_argument(
         "--open-loop-lead",
