@@ -6,6 +6,8 @@ requests per second.
     python benchmarks/burst_fidelity.py --processes 2        # master + 2 workers
     python benchmarks/burst_fidelity.py --time-scale 10      # quick: every 10th item, 10× faster (same rate)
     python benchmarks/burst_fidelity.py --profile prof.svg   # py-spy flame graph of the (local) Locust process
+    python benchmarks/burst_fidelity.py --workload qa --processes 2   # the real QA-grading user (~1,000-token
+                                     # graded answers) against the embedded simulator Locust starts itself
 
 The queue is the dataset's `queue_burst.csv` when it has been built (`slabench dataset build`), else the same queue
 generated here from the workload recipe (`slabench.workload.queue.build_queue` with the dataset seed). Figures depend
@@ -84,6 +86,7 @@ class LoadSampler(threading.Thread):
         self.root_pid = root_pid
         self.samples: list[float] = []
         self.cpu: dict[int, float] = {}
+        self.simulators: set[int] = set()  # an embedded simulator in the tree
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -93,6 +96,8 @@ class LoadSampler(threading.Thread):
                 root = psutil.Process(self.root_pid)
                 for proc in [root, *root.children(recursive=True)]:
                     self.cpu[proc.pid] = sum(proc.cpu_times()[:2])
+                    if "simulate" in proc.cmdline():
+                        self.simulators.add(proc.pid)
             except psutil.Error:  # a process ended between listing and reading
                 continue
 
@@ -152,18 +157,30 @@ def main() -> int:
         help="py-spy profile of the Locust processes: an SVG flame graph, or collapsed stacks (.txt) summarized here",
     )
     p.add_argument("--keep", default="", help="keep the records in this directory")
+    p.add_argument(
+        "--workload",
+        choices=["chat", "qa"],
+        default="chat",
+        help="chat: chat replay against a simulator started here with the knobs above; qa: the QA-grading user "
+        "(locustfiles/qa_grading.py) against the embedded simulator, with its defaults, as `locust` runs it",
+    )
     a = p.parse_args()
 
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="burst-fidelity-"))
     work.mkdir(parents=True, exist_ok=True)
     queue, source = queue_csv(work / "queue.csv")
-    sim, url = start_simulator(a)
+    sim, url = start_simulator(a) if a.workload == "chat" else (None, "")
     records_path = work / "records.jsonl"
     records_path.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "locust", "-f", "locustfiles/chat_replay.py,shapes/burst.py", "--headless"]
-    argv += ["--only-summary", "--host", url, "--burst-queue", str(queue), "--burst-time-scale", str(a.time_scale)]
-    argv += ["--records", str(records_path), "--prompt-tokens", str(a.prompt_tokens), "--max-tokens", "2048"]
-    argv += ["--open-loop-max-in-flight", str(a.max_in_flight), "--per-chunk-usage", a.per_chunk_usage]
+    argv = [sys.executable, "-m", "locust", "--headless", "--only-summary"]
+    if a.workload == "chat":
+        argv += ["-f", "locustfiles/chat_replay.py,shapes/burst.py", "--host", url]
+        argv += ["--prompt-tokens", str(a.prompt_tokens), "--max-tokens", "2048"]
+    else:
+        argv += ["-f", "locustfiles/qa_grading.py,shapes/burst.py"]  # no --host: the embedded simulator
+    argv += ["--burst-queue", str(queue), "--burst-time-scale", str(a.time_scale)]
+    argv += ["--records", str(records_path), "--open-loop-max-in-flight", str(a.max_in_flight)]
+    argv += ["--per-chunk-usage", a.per_chunk_usage]
     argv += ["--run-id", "burst-fidelity", "--spool-dir", str(work / "spool")]
     if a.processes:
         port = free_port()  # not Locust's default 5557: other runs on the machine may hold it
@@ -183,10 +200,13 @@ def main() -> int:
         _, stderr = locust.communicate()
     finally:
         sampler.stop.set()
-        sim_cpu = sum(psutil.Process(sim.pid).cpu_times()[:2])
-        sim.terminate()
-        sim.wait(10)
-    locust_cpu = sum(sampler.cpu.values())
+        if sim is not None:
+            sim_cpu = sum(psutil.Process(sim.pid).cpu_times()[:2])
+            sim.terminate()
+            sim.wait(10)
+    if sim is None:  # the embedded simulator is in Locust's process tree
+        sim_cpu = sum(v for pid, v in sampler.cpu.items() if pid in sampler.simulators)
+    locust_cpu = sum(v for pid, v in sampler.cpu.items() if pid not in sampler.simulators)
     wall = time.monotonic() - t_start
     summary = [ln for ln in stderr.splitlines() if "open loop" in ln or "records →" in ln]
     if locust.returncode != 0:
@@ -194,6 +214,8 @@ def main() -> int:
         print(f"locust exited {locust.returncode}", file=sys.stderr)
 
     records = read_records(records_path)
+    status_path = records_path.parent / "run_status.json"
+    status = json.loads(status_path.read_text()) if status_path.exists() else {}
     scheduled_n = sum(1 for _ in queue.open()) - 1
     stride = max(1, round(a.time_scale))
     expected = len(range(0, scheduled_n, stride))
@@ -229,18 +251,29 @@ def main() -> int:
         },
         "wall_s": round(wall, 1),
         "cpu_s": {"locust_all_processes": round(locust_cpu, 1), "simulator": round(sim_cpu, 1)},
+        "cpu_ms_per_request": {
+            "locust_all_processes": round(locust_cpu / max(1, len(sent)) * 1e3, 2),
+            "simulator": round(sim_cpu / max(1, len(sent)) * 1e3, 2),
+        },
+        "run_status": {
+            k: status.get(k)
+            for k in ("incomplete_reasons", "workers_missing_then_back", "max_heartbeat_gap_s", "accounting")
+        },
         "load_avg_1m": {
             "before": round(load_before[0], 2),
             "during_mean": round(float(np.mean(sampler.samples)), 2) if sampler.samples else None,
             "during_max": round(max(sampler.samples), 2) if sampler.samples else None,
         },
+        "workload": a.workload,
         "sim": {
             "ttft": a.ttft,
             "itl": a.itl,
             "output_tokens": a.output_tokens,
             "stream_interval": a.stream_interval,
             "nice": a.sim_nice,
-        },
+        }
+        if a.workload == "chat"
+        else "embedded, --sim-* defaults",
         "locust_summary": summary,
     }
     if a.profile.endswith(".txt"):

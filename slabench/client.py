@@ -93,6 +93,7 @@ class RecordMeta:
     stage_repeat: int | None = None
     stage_phase: str | None = None
     scheduled: float | None = None
+    request_id: str = ""  # set by the caller when it must name the request before it goes out (else a new one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +218,7 @@ class StreamingClient:
         """Stream one request. Always returns a Reply with a classified record (GreenletExit aside)."""
         body = {**body, "stream": True}
         body.setdefault("stream_options", {"include_usage": True})
-        request_id = uuid.uuid4().hex
+        request_id = meta.request_id or uuid.uuid4().hex
         payload = json.dumps(body).encode()
         s = _Stream()
         failure: _Failure | None = None

@@ -19,28 +19,44 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import gevent
+import gevent.event
 import gevent.lock
 from geventhttpclient import HTTPClient
 from locust import User, constant, events
 from locust.env import Environment
+from locust.exception import RPCError
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from slabench import metrics, provenance
+from slabench.accounting import Tally, incomplete_reasons, reconcile, server_received
 from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url, redact
+from slabench.distributed import install_port_defaults, watch_worker_join
 from slabench.errors import ExitCode, UserError
+from slabench.heartbeat import HeartbeatThread, worker_state
+from slabench.locust_scrape import stop_scrape
+from slabench.master_watch import MasterWatch
 from slabench.openloop import current_item
 from slabench.record import ErrorCategory, Outcome, RequestRecord
-from slabench.run_status import MeasurementPolicy, RunStatus, saturation_reasons, write_run_status
+from slabench.run_status import (
+    MeasurementPolicy,
+    RunStatus,
+    saturation_reasons,
+    simulator_figures,
+    write_run_status,
+)
 from slabench.saturation import SaturationWatch
+from slabench.scrape import FILE_NAME as SCRAPE_FILE
+from slabench.scrape import read_scrapes
 from slabench.sim.cli import EMBEDDED_NICE, add_sim_options, sim_args_to_argv
-from slabench.sinks import JsonlSink, RecordSink, has_records, open_sink
+from slabench.sinks import RecordSink, has_records, open_sink
+from slabench.spool import Journal, journal_path, read_journal, stand_in, unaccounted
 from slabench.sse import DEFAULT_MAX_EVENT_BYTES
 
 log = logging.getLogger("slabench")
@@ -51,7 +67,10 @@ MSG_RECORDS = "slabench:records"  # worker → master: a batch of records
 MSG_FINAL = "slabench:final"  # worker → master: nothing more will come (with the worker's total)
 MSG_ACK = "slabench:ack"  # master → worker: final batch received; the worker may drop its spool
 SHIP_INTERVAL_S = 0.5
-FINAL_WAIT_S = 30.0
+FINAL_WAIT_S = 30.0  # master, at the end: how long a worker gets to send its final batch
+MISSING_WAIT_S = 10.0  # ... and a worker that is missing heartbeats (busy, or dead)
+ACK_WAIT_S = 10.0  # a quitting worker: how long it waits for the master to confirm its records
+INTAKE_SLICE = 200  # master: records stored between yields to the event loop
 DISCOVERY_TIMEOUT_S = 5.0  # GET /v1/models as a whole: a server that accepts and never answers must not hold users
 REFUSALS_TO_STOP = 10  # this many 401/403/404 in a row from the start of a run: a wrong key, model or URL; stop
 
@@ -114,10 +133,24 @@ def add_options(parser: Any) -> None:
     g.add_argument(
         "--spool-dir",
         default=".slabench-spool",
-        help="workers keep a copy of every shipped batch here until the master confirms the run's end",
+        help="workers journal every request and record here until the master confirms it holds them "
+        "(`slabench recover` merges spools after a lost master)",
+    )
+    g.add_argument(
+        "--master-lost-timeout",
+        type=float,
+        default=5.0,
+        help="worker: stop the load when the connection to the master has been down this many seconds",
+    )
+    g.add_argument(
+        "--worker-join-timeout",
+        type=float,
+        default=60.0,
+        help="headless master: give up (exit 4) when fewer workers than expected joined within this many seconds",
     )
     s = parser.add_argument_group("slabench embedded simulator (used when no --host is given)")
     add_sim_options(s, prefix="sim-")
+    install_port_defaults(parser)
 
 
 def planned_records_path(records: str, run_id: str) -> Path | None:
@@ -157,25 +190,41 @@ class RecordHub:
         self.sink: RecordSink | None = None
         self.batch: list[dict] = []
         self.emitted = 0
-        self.outcomes: Counter[str] = Counter()
+        self.tally = Tally()  # master/local: what the run's records say
+        self.stored_ids: set[str] = set()  # master/local: request ids stored this run (a record is stored once)
+        self.duplicates = 0
         self.finals: dict[str, int] = {}
         self.received = 0
+        self.status: RunStatus | None = None  # master/local: the last run's run_status.json
         # Master/local: called with every record as it is stored (the live web view subscribes here).
         self.listeners: list[Callable[[RequestRecord], None]] = []
-        # Master: called with (worker_id, last_seen_wall) when a worker stops answering (e.g. the burst shape
-        # accounts its unsent share).
-        self.lost_listeners: list[Callable[[str, float], None]] = []
-        # Worker: requests in flight now (shipped with every batch); master: the last such list per worker.
-        self.inflight: dict[int, dict[str, Any]] = {}
+        # Master: called with (worker_id, missing) when a worker misses its heartbeats or comes back, and with
+        # (worker_id, missing_since_wall, exact) when the run ends without the worker's final batch — after its
+        # records are recovered and its in-flight requests recorded as lost; `exact`: from its journal, so any item
+        # without a record was never sent.
+        self.missing_listeners: list[Callable[[str, bool], None]] = []
+        self.lost_listeners: list[Callable[[str, float, bool], None]] = []
+        # Worker: requests in flight now, by request id (shipped with every batch); master: the last such list per
+        # worker.
+        self.inflight: dict[str, dict[str, Any]] = {}
         self.inflight_seen: dict[str, list[dict[str, Any]]] = {}
+        self.missing: dict[str, float] = {}  # master: worker → wall time it was first seen missing (this run)
+        self.came_back: dict[str, float] = {}  # master: worker → longest time it was missing before coming back
+        self.heartbeat_gap: dict[str, float] = {}  # master: worker → longest gap between its heartbeats (s)
+        self._last_heartbeat: dict[str, float] = {}
         self.lost_workers: dict[str, dict[str, Any]] = {}
         self.missing_finals: list[str] = []
         # Master/local: 401/403/404 answers in a row since the run started (None once anything else came back), and
         # the one line that stopped the run for them.
         self.refusals: int | None = 0
         self.stop_reason: str | None = None
-        self._inflight_seq = 0
-        self._spool: JsonlSink | None = None
+        self.journal: Journal | None = None  # worker: this run's spool, until the master confirms it has the records
+        self.master_lost = False
+        self._accounted = False  # master: workers without a final batch have been accounted for (this run)
+        self._intake: deque[tuple[str, Any, bool]] = deque()  # master: messages from workers, in arrival order
+        self._intake_ready = gevent.event.Event()
+        self._intake_lock = gevent.lock.Semaphore()
+        self._intake_loop: gevent.Greenlet | None = None
         self._user_seq = 0
         self._model: str | None = self.opts.model or None
         self._model_lock = gevent.lock.Semaphore()
@@ -192,9 +241,14 @@ class RecordHub:
             self.runner.register_message(MSG_RUN, self._on_run)
             self.runner.register_message(MSG_STOP, self._on_stop_request)
             self.runner.register_message(MSG_ACK, self._on_ack)
+            self.master_watch = MasterWatch(self.runner, self.opts.master_lost_timeout, self._master_lost)
+            self.heartbeats = HeartbeatThread(
+                self.runner.master_host, self.runner.master_port, self.worker_id, worker_state(self.runner)
+            )
         if self.is_master:
             self.runner.register_message(MSG_RECORDS, self._on_records)
             self.runner.register_message(MSG_FINAL, self._on_final)
+            environment.events.heartbeat_sent.add_listener(self._on_heartbeat)
 
     # -- identity --------------------------------------------------------------------------------------------
     def next_user_id(self) -> str:
@@ -229,16 +283,22 @@ class RecordHub:
     def start_run(self) -> None:
         """Master or local runner, at test start: a new run id and sink, announced to the workers."""
         self.run_id = self.opts.run_id or new_run_id()
-        self.emitted, self.received, self.outcomes, self.finals = 0, 0, Counter(), {}
+        self.received, self.finals, self.tally, self.stored_ids, self.duplicates = 0, {}, Tally(), set(), 0
         if self.stop_reason is not None and self.env.process_exit_code == ExitCode.BAD_INPUT:
             self.env.process_exit_code = None  # a new run from the web UI after a stopped one
         self.refusals, self.stop_reason = 0, None
-        self.inflight_seen, self.lost_workers, self.missing_finals = {}, {}, []
+        self.inflight_seen, self.lost_workers, self.missing_finals, self.came_back = {}, {}, [], {}
+        self._accounted = False
+        self.missing = {w: t for w, t in self.missing.items() if self._is_missing(w)}
         self.saturation.reset()
         self.records_path = Path(self.opts.records or f"runs/{self.run_id}/records.jsonl")
         self.sink = open_sink(self.records_path)
+        if self.env.process_exit_code == ExitCode.INCOMPLETE:  # a previous run's (web UI): this run decides anew
+            self.env.process_exit_code = None
         if self.is_master:
             self.runner.send_message(MSG_RUN, {"run_id": self.run_id})
+            if self._intake_loop is None or self._intake_loop.dead:
+                self._intake_loop = gevent.spawn(self._intake_run)
         self._start_pump()
         # What serves the run (slabench.provenance), read beside the load: into run_status.json.
         if self.env.host:
@@ -248,8 +308,9 @@ class RecordHub:
     def _on_run(self, msg: Any, **_: Any) -> None:
         self.run_id = msg.data["run_id"]
         self.emitted, self.batch = 0, []
-        spool = Path(self.opts.spool_dir) / self.run_id / f"{self.worker_id}.jsonl"
-        self._spool = JsonlSink(spool)
+        if self.journal is not None:  # the previous run was never confirmed: its spool stays for `slabench recover`
+            self.journal.close()
+        self.journal = Journal(journal_path(self.opts.spool_dir, self.run_id, self.worker_id))
         self._start_pump()
 
     def _start_pump(self) -> None:
@@ -257,7 +318,7 @@ class RecordHub:
             self._pump = gevent.spawn(self._pump_loop)
 
     def _pump_loop(self) -> None:
-        """Worker: ship batches; master/local: flush the sink (≥ once a second) and watch for lost workers."""
+        """Worker: ship batches; master/local: flush the sink (≥ once a second) and watch for missing workers."""
         while True:
             gevent.sleep(SHIP_INTERVAL_S)
             if self.is_worker:
@@ -266,58 +327,63 @@ class RecordHub:
             if self.sink is not None:
                 self.sink.flush()
             if self.is_master:
-                for c in self.runner.clients.all:
-                    if c.state == STATE_MISSING and c.id not in self.lost_workers:
-                        self._worker_lost(c.id)
+                self._watch_workers()
 
     def ship(self) -> None:
-        """Worker: send the records made since the last ship, with what is in flight now; spool them first, so a
-        dead master loses nothing measured."""
+        """Worker: send the records made since the last ship, with what is in flight now (every record and every
+        request start is in the spool already)."""
         if self.batch or self.inflight:
             batch, self.batch = self.batch, []
-            if self._spool is not None and batch:
-                self._spool.write_dicts(batch)
-                self._spool.flush()
-            self.runner.send_message(MSG_RECORDS, {"records": batch, "inflight": list(self.inflight.values())})
+            self._send(MSG_RECORDS, {"records": batch, "inflight": list(self.inflight.values())})
+
+    def _send(self, kind: str, data: Any) -> None:
+        try:
+            self.runner.send_message(kind, data)
+        except RPCError as e:  # the master is gone or unreachable: the spool holds it all
+            log.warning("slabench: cannot reach the master (%s); the records stay in %s", e, self._spool_text())
+
+    def _spool_text(self) -> str:
+        return str(self.journal.path) if self.journal is not None else "the spool"
 
     def _on_ack(self, msg: Any, **_: Any) -> None:
-        if self._spool is not None:
-            self._spool.close()
-            self._spool.path.unlink(missing_ok=True)
-            with contextlib.suppress(OSError):  # leave the folders tidy when this was the last spool in them
-                self._spool.path.parent.rmdir()
-                self._spool.path.parent.parent.rmdir()
-            self._spool = None
+        if self.journal is not None:
+            self.journal.remove()
+            self.journal = None
 
-    def begin(self, meta: RecordMeta) -> int:
-        """A request is about to go out (worker: reported to the master with the next batch)."""
-        self._inflight_seq += 1
-        self.inflight[self._inflight_seq] = {"started_wall": time.time(), **asdict(meta)}
-        return self._inflight_seq
+    def begin(self, meta: RecordMeta) -> str:
+        """A request is about to go out (worker: in the spool now, and reported to the master with the next batch)."""
+        entry = {"started_wall": time.time(), **asdict(meta)}
+        self.inflight[meta.request_id] = entry
+        if self.journal is not None:
+            self.journal.began(entry)
+        return meta.request_id
 
-    def end(self, token: int) -> None:
+    def end(self, token: str) -> None:
         self.inflight.pop(token, None)
 
     # -- records ---------------------------------------------------------------------------------------------
     def emit(self, record: RequestRecord) -> None:
         """Exactly once per request, in the process that made it."""
         self.emitted += 1
-        self.outcomes[record.error_category or record.outcome] += 1
         fire_locust_events(self.env, record)
         if self.is_worker:
-            self.batch.append(record.to_dict())
+            row = record.to_dict()
+            if self.journal is not None:
+                self.journal.record(row)
+            self.batch.append(row)
         else:
-            self._store([record], counted=True)
+            self._store([record])
 
-    def _store(self, records: list[RequestRecord], counted: bool = False) -> None:
-        """Master/local: into the sink, to the listeners."""
-        if not counted:
-            for r in records:
-                self.outcomes[r.error_category or r.outcome] += 1
+    def _store(self, records: list[RequestRecord]) -> None:
+        """Master/local: into the sink (each request once), to the listeners."""
+        fresh = [r for r in records if r.request_id not in self.stored_ids]
+        self.duplicates += len(records) - len(fresh)
+        self.stored_ids.update(r.request_id for r in fresh)
+        self.tally.add(fresh)
         if self.sink is not None:
-            self.sink.write(records)
+            self.sink.write(fresh)
         for listener in self.listeners:
-            for r in records:
+            for r in fresh:
                 listener(r)
         if self.refusals is not None:
             self._watch_refusals(records)
@@ -360,58 +426,144 @@ class RecordHub:
         else:
             self.runner.stop()  # the web UI stays up, showing the error
 
+    # Master: messages from workers are queued and stored by one greenlet that yields between slices, so Locust's
+    # message loop goes straight on to the next message (a heartbeat is never stuck behind records being stored).
     def _on_records(self, msg: Any, **_: Any) -> None:
-        records = [RequestRecord.from_dict(d) for d in msg.data["records"]]
-        self.received += len(records)
-        self.inflight_seen[msg.node_id] = msg.data.get("inflight", [])
-        self._store(records)
+        self._intake.append((msg.node_id, msg.data, False))
+        self._intake_ready.set()
 
     def _on_final(self, msg: Any, **_: Any) -> None:
-        self.finals[msg.node_id] = msg.data["count"]
-        self.runner.send_message(MSG_ACK, None, client_id=msg.node_id)
+        self._intake.append((msg.node_id, msg.data, True))
+        self._intake_ready.set()
 
-    def _worker_lost(self, worker_id: str) -> None:
-        """A worker stopped answering: what it had in flight (as of its last batch) is recorded as lost with it,
-        so it is accounted for, not silently missing. Its shipped records are already in the sink."""
-        inflight = self.inflight_seen.pop(worker_id, [])
-        lost = [
-            RequestRecord(
-                request_id=f"lost-{uuid.uuid4().hex}",
-                wall_sent=m.pop("started_wall"),
-                outcome=Outcome.DROPPED,
-                error_category=ErrorCategory.LOST_WITH_WORKER,
-                error_message="the worker stopped answering while this request was in flight",
-                **m,
-            )
-            for m in inflight
-        ]
-        self._store(lost)
-        self.lost_workers[worker_id] = {"lost_at_wall": time.time(), "lost_in_flight": len(lost)}
+    def _intake_run(self) -> None:
+        while True:
+            self._intake_ready.wait()
+            self._intake_ready.clear()
+            self.drain_intake(INTAKE_SLICE)
+
+    def drain_intake(self, slice_size: int = 0) -> None:
+        """Store every queued message, in order (`slice_size`: yield to the event loop after that many records)."""
+        while self._intake:
+            with self._intake_lock:
+                if not self._intake:
+                    break
+                node, data, final = self._intake.popleft()
+                if final:
+                    self._take_final(node, data)
+                    continue
+                rows = data["records"]
+                self.received += len(rows)
+                self.inflight_seen[node] = data.get("inflight", [])
+                step = slice_size or len(rows) or 1
+                for i in range(0, len(rows), step):
+                    self._store([RequestRecord.from_dict(d) for d in rows[i : i + step]])
+                    if slice_size:
+                        gevent.sleep(0)
+
+    def _take_final(self, node: str, data: Any) -> None:
+        self.finals[node] = data["count"]
+        if self.sink is None:
+            return  # too late for this run's file: the worker keeps its spool
+        self.sink.flush()
+        self.runner.send_message(MSG_ACK, None, client_id=node)
+
+    # -- workers that miss heartbeats ------------------------------------------------------------------------
+    def _on_heartbeat(self, client_id: str, timestamp: float, **_: Any) -> None:
+        last = self._last_heartbeat.get(client_id)
+        if last is not None and self.sink is not None:
+            self.heartbeat_gap[client_id] = max(self.heartbeat_gap.get(client_id, 0.0), timestamp - last)
+        self._last_heartbeat[client_id] = timestamp
+
+    def _is_missing(self, worker_id: str) -> bool:
+        node = self.runner.clients.get(worker_id)
+        return node is None or node.state == STATE_MISSING
+
+    def _watch_workers(self) -> None:
+        """A worker that misses its heartbeats may be busy or dead: note it, and wait for the run's end to decide
+        (its records keep counting if it comes back; if not, its spool or last report accounts for it)."""
+        now = time.time()
+        for c in self.runner.clients.all:
+            if c.state == STATE_MISSING and c.id not in self.missing:
+                self.missing[c.id] = now
+                log.warning(
+                    "slabench: worker %s stopped answering (no heartbeat for a few seconds): busy or dead; "
+                    "its requests are accounted for at the end of the run",
+                    c.id,
+                )
+                for listener in self.missing_listeners:
+                    listener(c.id, True)
+            elif c.state != STATE_MISSING and c.id in self.missing:
+                gone = now - self.missing.pop(c.id)
+                self.came_back[c.id] = max(self.came_back.get(c.id, 0.0), round(gone, 1))
+                log.warning("slabench: worker %s is back after %.0f s without heartbeats", c.id, gone)
+                for listener in self.missing_listeners:
+                    listener(c.id, False)
+
+    def _account_for_lost_worker(self, worker_id: str) -> None:
+        """The run ends without this worker's final batch. Its spool, when this host can read it, has every record
+        it made and every request it started; else its last report says what it had in flight. Either way each
+        request it started ends as one record: its own, or a `lost_with_worker` stand-in with its request id."""
+        since = self.missing.get(worker_id)
+        path = journal_path(self.opts.spool_dir, self.run_id, worker_id)
+        contents = None
+        if path.exists():
+            try:
+                contents = read_journal(path)
+            except UserError as e:
+                log.warning("slabench: cannot read the spool of lost worker %s: %s", worker_id, e)
+        message = "its worker was lost while this request was in flight"
+        if contents is not None:
+            recovered, lost = unaccounted(contents, self.stored_ids, message)
+        else:
+            recovered = []
+            lost = [stand_in(m, message) for m in self.inflight_seen.get(worker_id, [])]
+            lost = [r for r in lost if r.request_id not in self.stored_ids]
+        self._store(recovered + lost)
+        self.lost_workers[worker_id] = {
+            "missing_since_wall": since,
+            "records_from": "spool" if contents is not None else "last report",
+            "recovered_records": len(recovered),
+            "lost_in_flight": len(lost),
+        }
         log.error(
-            "slabench: worker %s stopped answering; %d in-flight request(s) recorded as lost_with_worker; "
-            "the run is degraded",
+            "slabench: worker %s was lost; %s: %d record(s) recovered, %d in-flight request(s) recorded as "
+            "lost_with_worker; the run is degraded",
             worker_id,
+            f"read its spool {path}" if contents is not None else "its spool is not on this host, used its last report",
+            len(recovered),
             len(lost),
         )
+        if contents is not None and self.sink is not None:
+            self.sink.flush()
+            Journal.remove_file(path)
         for listener in self.lost_listeners:
-            listener(worker_id, time.time())
+            listener(worker_id, since if since is not None else time.time(), contents is not None)
 
     # -- stopping --------------------------------------------------------------------------------------------
     def on_test_stopping(self) -> None:
         if not self.is_master:
             return
-        waiting = {c.id for c in self.runner.clients.all if c.state != STATE_MISSING}
-        for worker in waiting:
-            self.runner.send_message(MSG_STOP, None, client_id=worker)
-        deadline = time.monotonic() + FINAL_WAIT_S + (self.env.stop_timeout or 0)
-        while not waiting <= set(self.finals) and time.monotonic() < deadline:
+        workers = {c.id for c in self.runner.clients.all} | set(self.missing)
+        for worker in workers:
+            with contextlib.suppress(RPCError):
+                self.runner.send_message(MSG_STOP, None, client_id=worker)
+        start = time.monotonic()
+        deadline = start + FINAL_WAIT_S + (self.env.stop_timeout or 0)
+        while time.monotonic() < deadline:
+            pending = workers - set(self.finals)
+            if not pending or (pending <= set(self.missing) and time.monotonic() - start > MISSING_WAIT_S):
+                break
             gevent.sleep(0.05)
-        self.missing_finals = sorted(waiting - set(self.finals))
-        if self.missing_finals:
-            log.error(
-                "slabench: no final record batch from worker(s) %s; their unshipped records are lost",
-                self.missing_finals,
-            )
+        self._account_for_workers_without_final()
+
+    def _account_for_workers_without_final(self) -> None:
+        self.drain_intake()
+        workers = {c.id for c in self.runner.clients.all} | set(self.missing) | set(self.inflight_seen)
+        self.missing_finals = sorted(workers - set(self.finals))
+        for worker in self.missing_finals:
+            self._account_for_lost_worker(worker)
+        self._accounted = True
 
     def _on_stop_request(self, msg: Any, **_: Any) -> None:
         self.runner.stop()  # kills users (in-flight requests become `dropped` records), fires test_stop → finish
@@ -419,15 +571,28 @@ class RecordHub:
     def on_test_stop(self) -> None:
         if self.is_worker:
             self.ship()
-            self.runner.send_message(MSG_FINAL, {"count": self.emitted})
+            self._send(MSG_FINAL, {"count": self.emitted})
             return
         if self._pump is not None:
             self._pump.kill()
-        if self.sink is not None:
-            self.sink.close()
-            self.write_status()
-            log.info("slabench: %s", summary_line(self.sink.count, self.sink.path, self.outcomes))
-            self.sink = None
+        if self.sink is None:
+            return
+        if self.is_master and not self._accounted:  # Locust quit in the middle of stopping
+            self._account_for_workers_without_final()
+        self.drain_intake()
+        self.sink.close()
+        stop_scrape(self.env)  # the closing scrape, for the server's request count
+        self.status = self.write_status()
+        log.info("slabench: %s", summary_line(self.tally.records, self.sink.path, self.tally.outcomes))
+        accounting = self.status.accounting or {}
+        if accounting.get("server_received") is not None:
+            log.info("slabench: server: %s", accounting["note"])
+        reasons = self.status.reasons() + saturation_reasons(self.status.saturation, MeasurementPolicy())
+        if reasons:
+            log.error("slabench: the run is incomplete (exit %d): %s", ExitCode.INCOMPLETE, "; ".join(reasons))
+            if self.env.process_exit_code in (None, 0, 1, 2):
+                self.env.process_exit_code = ExitCode.INCOMPLETE
+        self.sink = None
 
     def _provenance_value(self) -> dict[str, Any] | None:
         if self._provenance is None:
@@ -435,25 +600,63 @@ class RecordHub:
         self._provenance.join(timeout=3 * provenance.TIMEOUT_S)
         return self._provenance.value
 
-    def write_status(self) -> None:
-        """`run_status.json` beside the records: counts, whether the run is degraded (a worker was lost), and the
-        signs of a saturated load generator. Its reasons are logged: a run with any never passes (exit 4)."""
-        missing = self.missing_finals
+    def write_status(self) -> RunStatus:
+        """`run_status.json` beside the records: counts, the server's count, whether the run is complete, the signs of
+        a saturated load generator and what served the run. Its reasons are logged: a run with any never passes
+        (exit 4)."""
+        scrapes = read_scrapes(self.sink.path.parent / SCRAPE_FILE, self.run_id)
+        facts: dict[str, Any] = {
+            "run_id": self.run_id,
+            "records": self.tally.records,
+            "outcomes": dict(self.tally.outcomes),
+            "lost_workers": self.lost_workers,
+            "workers_without_final_batch": self.missing_finals,
+            "workers_missing_then_back": self.came_back,
+            "max_heartbeat_gap_s": {k: round(v, 2) for k, v in self.heartbeat_gap.items()},
+            "duplicates_dropped": self.duplicates,
+            "accounting": reconcile(self.tally, server_received(scrapes)),
+        }
+        reasons = incomplete_reasons(self.tally, facts)
         status = RunStatus(
-            run_id=self.run_id,
-            records=self.sink.count,
-            outcomes={str(k): v for k, v in self.outcomes.items()},
-            degraded=bool(self.lost_workers or missing),
+            **facts,
+            incomplete_reasons=reasons,
+            degraded=bool(reasons),
             stopped=self.stop_reason,
-            lost_workers=self.lost_workers,
-            workers_without_final_batch=missing,
-            saturation=self.saturation.snapshot(),
+            saturation=self.saturation.snapshot().model_copy(update=simulator_figures(scrapes)),
             provenance=self._provenance_value(),
         )
         write_run_status(self.sink.path.parent, status)
-        for reason in status.reasons() + saturation_reasons(status.saturation, MeasurementPolicy()):
-            if not (self.stop_reason and self.stop_reason in reason):  # that one was logged when the run stopped
-                log.warning("slabench: measurement incomplete: %s", reason)
+        return status
+
+    # -- a worker without its master -------------------------------------------------------------------------
+    def _master_lost(self, down_s: float) -> None:
+        self.master_lost = True
+        if self.journal is None:
+            log.info("slabench: the master is gone (connection down %.0f s); quitting", down_s)
+        else:
+            spool = self.journal.path
+            log.error(
+                "slabench: lost the master (connection down %.0f s); stopping the load. This worker's records are "
+                "in %s: `slabench recover %s` merges the workers' spools into one records file (exit %d)",
+                down_s,
+                spool,
+                spool.parent,
+                ExitCode.INCOMPLETE,
+            )
+            self.env.process_exit_code = ExitCode.INCOMPLETE
+        self.runner.quit()
+
+    def wait_for_ack(self, timeout: float) -> None:
+        """Worker quitting: give the master a moment to confirm it holds the records, so the spool can go."""
+        end = time.monotonic() + timeout
+        while self.journal is not None and not self.master_lost and time.monotonic() < end:
+            gevent.sleep(0.05)
+        if self.journal is not None and not self.master_lost:
+            log.warning(
+                "slabench: the master did not confirm this worker's records; they stay in %s "
+                "(`slabench recover` merges spools into a records file)",
+                self.journal.path,
+            )
 
 
 def summary_line(count: int, path: Path, outcomes: Counter) -> str:
@@ -575,6 +778,7 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     except UserError as e:
         log.error("slabench: %s", e)
         raise SystemExit(UserError.exit_code) from None
+    watch_worker_join(environment, environment.parsed_options.worker_join_timeout)
     if environment.host:
         try:
             parse_base_url(environment.host)
@@ -599,6 +803,13 @@ def _stop_run_before_quitting(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     if runner is not None and runner.state in (STATE_SPAWNING, STATE_RUNNING):
         runner.stop()
+    hub: RecordHub | None = getattr(environment, "slabench", None)
+    if hub is not None and hub.is_worker:
+        hub.wait_for_ack(ACK_WAIT_S)  # else the spool stays behind as a second copy of records the master has
+    elif hub is not None and hub.sink is not None:
+        # Locust quit in the middle of stopping the run (its stop was running in a greenlet that quitting kills,
+        # e.g. after "the last worker went missing"): test_stop never fired. Finish the run: records, status, grade.
+        environment.events.test_stop.fire(environment=environment)
 
 
 def _on_quitting(environment: Environment, **_: Any) -> None:
@@ -626,6 +837,14 @@ def install(hooks: Any = events) -> None:
     locust_sla.install(hooks)
     locust_scrape.install(hooks)
     webui.install(hooks)
+    hooks.init.add_listener(refresh_loop_clock)
+
+
+def refresh_loop_clock(**_: Any) -> None:
+    """The event loop's clock is read once per loop pass, and Locust's start-up (imports, parsing, init listeners)
+    runs without one: the clock can be a second or more stale when Locust arms the ``-t`` timer right after init,
+    so on a busy machine ``-t 1s`` ended a run before it sent anything. Refresh it as init ends."""
+    gevent.get_hub().loop.update_now()
 
 
 def _hub(environment: Environment, method: str) -> None:
@@ -685,7 +904,7 @@ class LLMUser(User):
         """Send one request and emit its record (exactly once, even if the user is stopped mid-stream).
         `grade(text) -> dict` adds quality fields to the record."""
         endpoint = "chat" if "messages" in body else "completions"
-        meta_ = self.hub.meta(self.user_id, **meta)
+        meta_ = self.hub.meta(self.user_id, request_id=uuid.uuid4().hex, **meta)
         token = self.hub.begin(meta_)
         try:
             reply = self.llm.send(endpoint, body, meta_, on_cancel=self.hub.emit, headers=headers)

@@ -138,6 +138,12 @@ def _on_test_start(environment: Any, **_: Any) -> None:
     proc.wait_ready()
 
 
+def stop_scrape(environment: Any) -> None:
+    """Take the run's closing scrape now and stop the poller (the record hub calls this before it writes the run's
+    status, which reconciles the records with the server's request count); a no-op when no poller runs."""
+    _stop(environment)
+
+
 def _stop(environment: Any) -> None:
     proc: ScrapeProcess | None = getattr(environment, "slabench_scrape", None)
     if proc is None:

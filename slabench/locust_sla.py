@@ -6,9 +6,10 @@ stops and sets the process exit code, for CI users who never run the sweep.
   run's records are graded (`sla.single_run`: one run, so every verdict says "single run"), the verdict is logged
   line by line and written as ``verdict.json`` / ``verdict.md`` beside the records.
 - Exit code: 0 PASS, 1 CONDITIONAL (0 with ``--sla-allow-conditional``), 2 FAIL, 3 invalid input (e.g. a quality
-  floor for a task the run did not grade; a misspelt Locust option, see `locust_plugin.usage_errors_exit_3`).
-  With ``--sla`` the contract decides: it replaces Locust's own "any failed request → 1" rule (the contract's
-  error_rate is the judge of errors).
+  floor for a task the run did not grade; a misspelt Locust option, see `locust_plugin.usage_errors_exit_3`), 4 when
+  the run is incomplete whatever the verdict (a lost worker, requests not sent, no request answered, saturation:
+  `run_status.json` says why). With ``--sla`` the contract decides: it replaces Locust's own "any failed request
+  → 1" rule (the contract's error_rate is the judge of errors).
 - The load: records stamped by a shape carry their level; a plain run's records do not, so the run is taken to be
   at concurrency ``-u`` (without a shape) — a contract for another load then has no data and FAILS, honestly.
 
@@ -26,7 +27,7 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
-from slabench.errors import UserError
+from slabench.errors import ExitCode, UserError
 
 log = logging.getLogger("slabench.sla")
 
@@ -139,7 +140,12 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
         log.error("slabench sla: not graded: the run was stopped early (the reason is in the line above)")
         return  # exit 3 stands: a refused key, model or URL is the user's to fix, not an SLA result
     if hook is not None:  # added at init, so it runs after the record hub's test_stop has closed the records
-        environment.process_exit_code = hook.grade()
+        code = hook.grade()
+        # a run that did not measure what it claims (a lost worker, nothing answered) exits 4 whatever the verdict
+        status = getattr(hub, "status", None)
+        if status is not None and status.reasons() and code != ExitCode.BAD_INPUT:
+            code = ExitCode.INCOMPLETE
+        environment.process_exit_code = code
 
 
 def install(hooks: Any = events) -> None:

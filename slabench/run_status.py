@@ -82,7 +82,11 @@ def saturation_reasons(s: Saturation, policy: MeasurementPolicy) -> list[str]:
     return ["saturated: " + "; ".join(out) + " — latencies measure the machine, not the model"]
 
 
-class RunStatus(_Model):
+class RunStatus(BaseModel):
+    """Fields a reader relies on are typed; what else a writer adds (recovery details, say) is kept as it is."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
     kind: str = RUN_STATUS.kind
     schema_version: int = RUN_STATUS.major
     schema_minor: int = RUN_STATUS.minor
@@ -90,6 +94,8 @@ class RunStatus(_Model):
     records: int | None = None  # None: a file of before the count was written
     outcomes: dict[str, int] = Field(default_factory=dict)
     degraded: bool = False
+    incomplete_reasons: list[str] | None = None  # the Locust process's own account (slabench.accounting)
+    accounting: dict[str, Any] | None = None  # the records against the server's request counter
     stopped: str | None = None  # why the run was stopped early (e.g. every request refused), None when it was not
     lost_workers: dict[str, Any] | list[str] = Field(default_factory=list)  # id → when, and what was in flight
     workers_without_final_batch: list[str] = Field(default_factory=list)
@@ -97,17 +103,24 @@ class RunStatus(_Model):
     provenance: dict[str, Any] | None = None  # what served the run (slabench.provenance), when it could be found
 
     def reasons(self) -> list[str]:
-        out = []
-        if self.degraded:
-            lost = sorted({*self.lost_workers, *self.workers_without_final_batch})
-            out.append(f"lost worker(s) {', '.join(lost) or '?'}: their in-flight requests have no measurement")
+        """Why the run cannot stand for its load. Files of before `incomplete_reasons` was written: from their
+        other fields."""
+        if self.incomplete_reasons is not None:
+            out = list(self.incomplete_reasons)
+            if out and self.accounting and self.accounting.get("unrecorded"):
+                out.append(self.accounting["note"])
+        else:
+            out = []
+            if self.degraded:
+                lost = sorted({*self.lost_workers, *self.workers_without_final_batch})
+                out.append(f"lost worker(s) {', '.join(lost) or '?'}: their in-flight requests have no measurement")
+            not_sent = self.outcomes.get("not_sent", 0)
+            if not_sent:
+                out.append(f"{not_sent} scheduled requests were never sent")
+            if self.records == 0:
+                out.append("the run answered no request (0 records)")
         if self.stopped:
             out.append(f"the run was stopped early: {self.stopped}")
-        not_sent = self.outcomes.get("not_sent", 0)
-        if not_sent:
-            out.append(f"{not_sent} scheduled requests were never sent")
-        if self.records == 0:
-            out.append("the run answered no request (0 records)")
         return out
 
 
@@ -132,11 +145,9 @@ def read_run_status(directory: Path) -> RunStatus | None:
         raise UserError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
 
-def _simulator_figures(directory: Path) -> dict[str, float]:
+def simulator_figures(scrapes: list[dict[str, Any]]) -> dict[str, float]:
     """The embedded simulator's late engine steps over the run (its /metrics, as scraped). A real vLLM does not
     export these: nothing is said about one."""
-    path = directory / SCRAPES
-    scrapes = read_scrapes(path) if path.exists() else []
     if len(scrapes) < 2:
         return {}
 
@@ -159,4 +170,5 @@ def incomplete_reasons(directory: Path) -> list[str]:
 def saturation_figures(directory: Path) -> Saturation:
     status = read_run_status(directory)
     base = status.saturation if status else Saturation()
-    return base.model_copy(update=_simulator_figures(directory))
+    path = directory / SCRAPES
+    return base.model_copy(update=simulator_figures(read_scrapes(path) if path.exists() else []))

@@ -69,9 +69,18 @@ SIM_COUNTERS = (
     "slabench_sim_engine_late_steps_total",
     "slabench_sim_engine_late_seconds_total",
 )
-_WANTED = frozenset(
-    [PREFIX + n for n in (*GAUGES, *(c.removesuffix("_total") for c in COUNTERS), *HISTOGRAMS)]
-    + [c.removesuffix("_total") for c in SIM_COUNTERS]
+# Requests the server received, from whichever counter it has, summed into counters["requests_received_total"]:
+# the simulator's own, or vLLM's HTTP instrumentator count of completion calls (counted as each response ends). The
+# run's records are reconciled against it (`slabench.accounting`). family → (label, values it must have) or None.
+RECEIVED = "requests_received_total"
+_RECEIVED_FAMILIES: dict[str, tuple[str, frozenset[str]] | None] = {
+    "slabench_sim_requests_received": None,
+    "http_requests": ("handler", frozenset({"/v1/chat/completions", "/v1/completions"})),
+}
+_WANTED = (
+    frozenset(PREFIX + n for n in (*GAUGES, *(c.removesuffix("_total") for c in COUNTERS), *HISTOGRAMS))
+    | {c.removesuffix("_total") for c in SIM_COUNTERS}
+    | set(_RECEIVED_FAMILIES)
 )
 
 
@@ -107,6 +116,9 @@ def parse(text: str) -> dict[str, Any]:
     hists: dict[str, dict[str, Any]] = {}
     try:
         for fam in text_string_to_metric_families(kept + "\n"):
+            if fam.name in _RECEIVED_FAMILIES:
+                _add_received(fam, _RECEIVED_FAMILIES[fam.name], counters)
+                continue
             short = fam.name.removeprefix(PREFIX)
             # A declared family without samples (labelled, no child yet: the simulator before its first request)
             # is zero, not unknown: the baseline of a fresh server must still count.
@@ -131,13 +143,20 @@ def parse(text: str) -> dict[str, Any]:
                         h["buckets"][le] = h["buckets"].get(le, 0.0) + s.value
     except ValueError as e:
         raise NotPrometheus(str(e)) from None
-    if not kept:
+    if not (gauges or hists or set(counters) - {RECEIVED}):
         raise NotPrometheus(f"no {PREFIX}* metrics" if _looks_like_prometheus(text) else "not Prometheus text")
     return {
         "gauges": {k: (sum(v) / len(v) if k in AVERAGED else sum(v)) for k, v in gauges.items()},
         "counters": counters,
         "histograms": {k: {**h, "buckets": _sorted_buckets(h["buckets"])} for k, h in hists.items()},
     }
+
+
+def _add_received(fam: Any, match: tuple[str, frozenset[str]] | None, counters: dict[str, float]) -> None:
+    counters.setdefault(RECEIVED, 0.0)
+    for s in fam.samples:
+        if s.name.endswith("_total") and (match is None or s.labels.get(match[0]) in match[1]):
+            counters[RECEIVED] += s.value
 
 
 def _looks_like_prometheus(text: str) -> bool:

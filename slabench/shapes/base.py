@@ -27,6 +27,7 @@ from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from slabench.errors import UserError
 from slabench.locust_plugin import install as install_plugin
+from slabench.locust_plugin import refresh_loop_clock
 from slabench.openloop import Dispatcher, OpenLoopItem, check_user_class, item_meta, merge_reports, summary_line
 from slabench.record import ErrorCategory, Outcome, RequestRecord
 from slabench.shapes.schedules import Span, partition, span_at
@@ -35,6 +36,7 @@ log = logging.getLogger("slabench")
 
 MSG_SHAPE = "slabench:shape"  # master → each worker: common start, stage table, the worker's items
 MSG_REPORT = "slabench:openloop-report"  # worker → master: its dispatcher's counts and lateness
+MISSING_REPORT_WAIT_S = 30.0  # an open-loop shape stops waiting for a worker missing heartbeats this long
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,9 @@ class ClosedLoopShape(SlabenchShape):
 
 class OpenLoopShape(SlabenchShape):
     """No Locust-spawned users: workers' dispatchers send the items. Ends when every dispatcher has finished (all
-    items sent and answered), or `--open-loop-drain-timeout` after the last due time."""
+    items sent and answered), or when, after the last due time, no request has finished for
+    `--open-loop-drain-timeout` seconds (a saturated machine or server still finishing requests is waited for: each
+    one ends within --request-timeout anyway)."""
 
     abstract = True
 
@@ -176,11 +180,22 @@ class OpenLoopShape(SlabenchShape):
         if self.t0 is not None and rt.all_reported():
             return None
         opts = environment.parsed_options
-        limit = self.plan.end + opt_float(opts, "open_loop_start_delay") + opt_float(opts, "open_loop_drain_timeout")
-        if self.t0 is not None and t > limit:
-            log.warning("slabench: open loop: requests still in flight %.0f s after the last due time; stopping", t)
+        last_due = self.plan.end + opt_float(opts, "open_loop_start_delay")
+        drain = opt_float(opts, "open_loop_drain_timeout")
+        if self.t0 is not None and drain_expired(t, last_due, drain, rt.since_last_record()):
+            log.warning(
+                "slabench: open loop: no request finished for %.0f s, %.0f s after the last due time; stopping",
+                drain,
+                t - last_due,
+            )
             return None
         return 0, 1
+
+
+def drain_expired(t: float, last_due: float, drain_timeout: float, since_last_record: float) -> bool:
+    """After the last due time, wait for the requests in flight while they keep finishing; give up once none has
+    finished for `drain_timeout` seconds (counted from the last due time at the earliest)."""
+    return t - last_due > drain_timeout and since_last_record > drain_timeout
 
 
 def fail(environment: Any, e: UserError) -> None:
@@ -212,8 +227,11 @@ class ShapeRuntime:
             return
         if self.is_master:
             self.runner.register_message(MSG_REPORT, self._on_report)
+        self.missing: dict[str, float] = {}  # master: workers missing heartbeats now → since (monotonic)
+        self.last_record = time.monotonic()  # master / local: when the latest record was stored
         # the record hub calls these on the master / local runner (older hubs lack them: no accounting then)
         getattr(self.hub, "listeners", []).append(self._on_record)
+        getattr(self.hub, "missing_listeners", []).append(self._on_worker_missing)
         getattr(self.hub, "lost_listeners", []).append(self._on_worker_lost)
 
     # master / local -------------------------------------------------------------------------------------------
@@ -225,6 +243,7 @@ class ShapeRuntime:
             shape.plan = shape.plan_for(self.env)
         plan = shape.plan
         self.shape, self.reports, self.pending = shape, {}, {}
+        self.last_record = time.monotonic()
         shape.t0 = time.perf_counter()
         opts = self.env.parsed_options
         start_delay = opt_float(opts, "open_loop_start_delay") if plan.items is not None else 0.0
@@ -261,28 +280,45 @@ class ShapeRuntime:
             self.runner.send_message(MSG_SHAPE, data, client_id=worker)
 
     def all_reported(self) -> bool:
-        return bool(self.expected) and self.expected <= set(self.reports)
+        """Every worker's dispatcher reported — not waiting for one that has missed its heartbeats for a while (a
+        dead worker never reports; the record hub accounts for its items at the end)."""
+        if not self.expected:
+            return False
+        waited = [w for w, since in self.missing.items() if time.monotonic() - since > MISSING_REPORT_WAIT_S]
+        return self.expected - set(waited) <= set(self.reports)
+
+    def _on_worker_missing(self, worker_id: str, missing: bool) -> None:
+        """A worker missed its heartbeats (busy or dead) or is back: the shape goes on either way."""
+        if missing:
+            self.missing[worker_id] = time.monotonic()
+        else:
+            self.missing.pop(worker_id, None)
 
     def _on_report(self, msg: Any, **_: Any) -> None:
         self.reports[msg.node_id] = msg.data
 
+    def since_last_record(self) -> float:
+        return time.monotonic() - self.last_record
+
     def _on_record(self, record: RequestRecord) -> None:
+        self.last_record = time.monotonic()
         pending = self.pending.get(record.worker_id)
         if pending is not None and record.item_id is not None:
             pending.pop(record.item_id, None)
 
-    def _on_worker_lost(self, worker_id: str, when_wall: float) -> None:
-        """Master: a worker stopped answering. Its items that have no record yet get one each — lost with the worker
-        if they were due before it was noticed missing (they may have gone out), not sent if due after — and
-        the run stops waiting for its report. Its remaining items are not handed to other workers: they would go
-        out late and from elsewhere, which is not the schedule."""
+    def _on_worker_lost(self, worker_id: str, when_wall: float, exact: bool = False) -> None:
+        """Master, at the end of the run: a worker was lost and the record hub has stored what it recovered. Its
+        items that still have no record get one each: not sent — or, when the hub had only the worker's last report
+        (`exact` false), lost with the worker if they were due before it went missing (they may have gone out).
+        Its items are not handed to other workers: they would go out late and from elsewhere, which is not the
+        schedule."""
         pending = self.pending.get(worker_id)
         self.expected.discard(worker_id)
         if not pending:
             return
         noticed = when_wall - self.t0_wall
         for item in list(pending.values()):
-            lost = item.due <= noticed
+            lost = not exact and item.due <= noticed
             self.hub.emit(
                 RequestRecord(
                     run_id=self.hub.run_id,
@@ -292,9 +328,9 @@ class ShapeRuntime:
                     item_id=item.item_id,
                     outcome=Outcome.DROPPED,
                     error_category=ErrorCategory.LOST_WITH_WORKER if lost else ErrorCategory.NOT_SENT,
-                    error_message="its worker stopped answering; not known to have been sent"
+                    error_message="its worker was lost; not known to have been sent"
                     if lost
-                    else "its worker stopped answering before it was due",
+                    else "its worker was lost before it sent this item",
                     **item.stage,
                 )
             )
@@ -404,7 +440,8 @@ def add_common_options(parser: Any) -> None:
         "--open-loop-drain-timeout",
         type=float,
         default=300.0,
-        help="open-loop shapes: seconds after the last due time to wait for requests in flight before stopping",
+        help="open-loop shapes: after the last due time, stop waiting for requests in flight once none has "
+        "finished for this many seconds",
     )
     g.add_argument(
         "--open-loop-lead",
@@ -446,6 +483,7 @@ def _on_init(environment: Any, runner: Any, **_: Any) -> None:
         shape = environment.shape_class
         if isinstance(shape, SlabenchShape) and environment.parsed_options.headless:
             shape.plan_for(environment)  # bad options fail here, before any load
+            refresh_loop_clock()  # building the plan took a while
     except UserError as e:
         log.error("slabench: %s", e)
         _stop_forked_workers(environment)

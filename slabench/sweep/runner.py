@@ -455,14 +455,17 @@ class SweepRunner:
 
 
 def _last_line(path: Path) -> str:
-    """The line that says why locust stopped: slabench's own stop line if there is one, else the last line."""
+    """The line that says why locust stopped: slabench's own stop line if there is one, else the last error line, else
+    the last line."""
     try:
         lines = [x for x in path.read_text(encoding="utf-8", errors="replace").splitlines() if x.strip()]
     except OSError:
         return "no output"
     stop = [x for x in lines if "slabench: stopping the run:" in x]
-    line = stop[-1].split("slabench: ", 1)[1] if stop else lines[-1] if lines else "no output"
-    return line.strip()
+    if stop:
+        return stop[-1].split("slabench: ", 1)[1].strip()
+    errors = [x for x in lines if "/ERROR/" in x or x.startswith("slabench")]
+    return (errors or lines or ["no output"])[-1].strip()
 
 
 def _now() -> str:

@@ -35,6 +35,7 @@ def test_ctrl_c_while_users_are_busy_loses_no_request(simulator, tmp_path, shape
     records_path = tmp_path / "records.jsonl"
     argv = [sys.executable, "-m", "locust", "--headless", "--only-summary", "-f", files, "--host", url]
     argv += [a.format(queue=queue) for a in shape] + ["--records", str(records_path)]
+    argv += ["--spool-dir", str(tmp_path / "spool")]
     if "--processes" in shape:
         port = free_port()
         argv += ["--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--master-port", port]
@@ -55,5 +56,6 @@ def test_ctrl_c_while_users_are_busy_loses_no_request(simulator, tmp_path, shape
     assert len(answered) <= scrape(url)["slabench_sim_requests_received_total"] <= len(sent), stderr[-3000:]
     assert len(answered) >= 30
     assert len({r.request_id for r in records}) == len(records)
+    assert not list((tmp_path / "spool").rglob("*.jsonl"))  # the master has the records: no second copy left
     if "--burst-queue" in shape:
         assert Counter(r.item_id for r in records) == Counter(f"queue-{i:05d}" for i in range(1000))

@@ -99,7 +99,9 @@ def test_users_stopped_mid_stream_leave_cancelled_records(simulator, tmp_path):
         "--records",
         str(records_path),
     )
-    assert res.returncode == 0, res.stderr[-2000:]
+    # no request was answered before the stop: the run measured nothing complete, and says so (exit 4)
+    assert res.returncode == 4, res.stderr[-2000:]
+    assert "the run is incomplete (exit 4): no request was answered" in res.stderr
     records = read_records(records_path)
     assert_one_record_per_request(records, url)
     assert len(records) == 4
@@ -155,7 +157,8 @@ def test_unreachable_host_gives_error_records_not_a_traceback(tmp_path):
         "--records",
         str(records_path),
     )
-    assert res.returncode == 1  # Locust's "there were failures"
+    assert res.returncode == 4  # no request was answered: nothing measured
+    assert "the run is incomplete (exit 4): no request was answered" in res.stderr
     assert "Traceback" not in res.stderr
     assert "cannot list models at http://127.0.0.1:9" in res.stderr
     records = read_records(records_path)

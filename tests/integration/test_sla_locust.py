@@ -116,3 +116,12 @@ def test_a_misspelt_locust_option_exits_3_never_2(tmp_path):
         assert "error:" in res.stderr and "Traceback" not in res.stderr
         assert not (tmp_path / "verdict.json").exists()
     assert "Did you mean '--sla-allow-conditional'?" in res.stderr  # Locust's own hint is kept
+
+
+def test_a_run_that_answered_nothing_exits_4_whatever_the_verdict(tmp_path):
+    res, records = locust(tmp_path, "http://127.0.0.1:9", write(tmp_path, PASSES))
+    assert res.returncode == 4, res.stderr[-3000:]
+    assert "the run is incomplete (exit 4): no request was answered" in res.stderr
+    assert "Traceback" not in res.stderr
+    status = json.loads((records.parent / "run_status.json").read_text())
+    assert status["degraded"] and status["incomplete_reasons"] == ["no request was answered"]

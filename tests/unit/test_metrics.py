@@ -63,3 +63,17 @@ def test_itl_tokens_and_time_add_up(gaps, k):
     values = metrics.itl(r)
     assert len(values) == k * len(gaps)  # one ITL per token after the first chunk
     assert sum(values) == pytest.approx(times[-1] - times[0])
+
+
+@given(
+    st.lists(st.floats(min_value=0.0, max_value=2.0), min_size=0, max_size=40),
+    st.one_of(st.none(), st.lists(st.integers(min_value=0, max_value=6), max_size=45)),
+)
+def test_mean_itl_is_the_mean_of_the_per_token_values(gaps, counts):
+    times = [0.0]
+    for g in gaps:
+        times.append(times[-1] + g)
+    r = rec(chunk_times=tuple(times), chunk_tokens=None if counts is None else tuple(counts))
+    values = metrics.itl(r)
+    expected = sum(values) / len(values) if values else None
+    assert metrics.mean_itl(r) == (None if expected is None else pytest.approx(expected, abs=1e-12))

@@ -62,13 +62,20 @@ vllm:time_to_first_token_seconds_created{engine="0",model_name="m"} 1.7962180219
 # HELP http_requests_total Total number of requests by method, status and handler.
 # TYPE http_requests_total counter
 http_requests_total{handler="/metrics",method="GET",status="2xx"} 4.0
+http_requests_total{handler="/v1/chat/completions",method="POST",status="2xx"} 2.0
+http_requests_total{handler="/v1/chat/completions",method="POST",status="4xx"} 1.0
 """
 
 
 def test_vllm_text_summed_over_engines_and_labels():
     s = parse(VLLM_TEXT)
     assert s["gauges"] == {"num_requests_running": 5.0, "num_requests_waiting": 1.0, "kv_cache_usage_perc": 0.375}
-    assert s["counters"] == {"prompt_tokens_total": 120.0, "generation_tokens_total": 8.0, "request_success_total": 3.0}
+    assert s["counters"] == {
+        "prompt_tokens_total": 120.0,
+        "generation_tokens_total": 8.0,
+        "request_success_total": 3.0,
+        "requests_received_total": 3.0,  # completion calls only (not the /metrics scrapes), any status
+    }
     ttft = s["histograms"]["time_to_first_token_seconds"]
     assert ttft == {"count": 3.0, "sum": 2.0, "buckets": {"0.1": 1.0, "1.0": 2.0, "+Inf": 3.0}}
     assert set(s["histograms"]) == {"time_to_first_token_seconds"}
@@ -98,7 +105,7 @@ def test_the_simulators_metrics_parse_with_every_tracked_family():
     assert s["counters"]["prompt_tokens_total"] == 11.0
     assert s["histograms"]["time_to_first_token_seconds"]["count"] == 1.0
     assert s["histograms"]["time_to_first_token_seconds"]["buckets"]["0.06"] == 1.0
-    assert set(s["counters"]) == set(COUNTERS) | set(SIM_COUNTERS)
+    assert set(s["counters"]) == {*COUNTERS, *SIM_COUNTERS, "requests_received_total"}
     assert s["counters"]["slabench_sim_engine_late_seconds_total"] == pytest.approx(0.2)
     assert {
         "time_to_first_token_seconds",

@@ -273,3 +273,12 @@ def test_partition_rejects_a_worker_outside_the_count():
 
 def test_span_users_for_replayed_queues_are_zero():
     assert Span(0, 1, None, 0, "hold").users == 0
+
+
+def test_an_open_loop_waits_for_requests_while_they_keep_finishing():
+    from slabench.shapes.base import drain_expired
+
+    assert not drain_expired(t=250, last_due=197, drain_timeout=300, since_last_record=0.2)  # before the limit
+    assert not drain_expired(t=900, last_due=197, drain_timeout=300, since_last_record=1.0)  # still finishing
+    assert drain_expired(t=900, last_due=197, drain_timeout=300, since_last_record=301)  # stuck
+    assert not drain_expired(t=400, last_due=197, drain_timeout=300, since_last_record=400)  # limit not reached
