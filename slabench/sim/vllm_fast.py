@@ -1,0 +1,416 @@
+"""The vLLM capacity model of `vllm_engine`, with the bookkeeping made fast enough to plan fleets in virtual time.
+
+`VllmEngine` touches every running request on every step: right for a server that streams each token, but a
+20,000-request burst is ~23 M decode tokens, a minute of Python per fleet size. `PlanningEngine` computes the same
+steps with the same scheduler and roofline, and differs only in how it keeps the books:
+
+- **The decode cohort.** Requests that decode one token per step — nearly all of them — are kept as a cohort: their
+  progress is "tokens at join + cohort steps since", the KV blocks they need are counted from a histogram of their
+  positions modulo the block size, and the step's token count and context sums come from running totals. A request
+  is touched again only when it finishes (or emits a stream chunk), is preempted or aborted: a heap says when.
+- **Prefill chunks and admissions** (the few other requests) go through the same code as `VllmEngine`. A step that
+  must preempt (not enough free blocks for everyone) falls back to `VllmEngine`'s own scheduling for that step.
+- **Stretches of plain steps.** While the cohort is all that runs and nothing can change, `next_event_time()` reports
+  the end of the stretch, so a virtual-time driver does not visit each step; an `add` or `abort` inside a stretch
+  applies the steps before it first.
+
+A unit test runs random workloads (prefix caching, preemption, chunked prefill, stream intervals, aborts) through
+both engines and requires identical per-request timings, engine counters and token gaps.
+
+Emissions follow `stream_interval` as in `VllmEngine` (only the order of a step's emissions may differ). Planning uses
+a large interval: chunks are not needed, and each one is a cohort event. `token_gaps` records, for every sampled token
+after a request's first, the time since its previous token: the inter-token latency a client streaming every token
+sees.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from dataclasses import dataclass
+from typing import Protocol
+
+from slabench.sim.engine import Emission, SimRequest, StepResult
+from slabench.sim.profiles import EngineConfig
+from slabench.sim.vllm_engine import _DONE, _RUNNING, VllmEngine, _Seq
+
+# Plain steps planned ahead at most: doubling while stretches run whole, back to the minimum when an arrival cuts one
+# short (the step times computed beyond the cut are wasted).
+_MIN_STRETCH, _MAX_STRETCH = 16, 4096
+
+
+class TokenGaps(Protocol):
+    def add(self, gap: float, count: int) -> None:
+        """`count` tokens were each sampled `gap` seconds after their request's previous token."""
+
+
+class _PSeq(_Seq):
+    __slots__ = ("base", "g0", "last", "order", "ticket")
+
+    def __init__(self, req: SimRequest, now: float, block_size: int) -> None:
+        super().__init__(req, now, block_size)
+        self.last = 0.0  # when its latest token was sampled
+        self.g0 = 0  # cohort steps completed when it joined (or was last brought up to date)
+        self.base = 0  # computed − g0: its position is base + cohort steps, constant while it is a member
+        self.order = 0  # running order among members
+        self.ticket = 0  # its valid entry in the event heap (0: not a member)
+
+
+@dataclass(slots=True)
+class _Stretch:
+    """Plain cohort steps after the in-flight one (step 1, started at `start`): `ends[j-1]` is when step j ends
+    (j = 1..k+1); `durations[j-1]` is the time of step j+1 and `blocks[j-1]` the blocks it takes, both when step j
+    ends."""
+
+    start: float
+    ends: list[float]
+    durations: list[float]
+    blocks: list[int]
+
+
+class PlanningEngine(VllmEngine):
+    """`VllmEngine`'s model with cohort bookkeeping (see the module doc). Use it in virtual time."""
+
+    def __init__(self, config: EngineConfig, seed: int = 0, *, token_gaps: TokenGaps | None = None) -> None:
+        super().__init__(config, seed)
+        self._gaps = token_gaps
+        self._members: dict[str, _PSeq] = {}  # running decoders, in running order
+        self._specials: list[_PSeq] = []  # running requests still prefilling, after every member (see _join)
+        self._gs = 0  # cohort steps scheduled
+        self._gd = 0  # cohort steps completed
+        self._hist = [0] * self._bs  # members by base mod block size
+        self._asum = 0  # Σ base over members
+        self._events: list[tuple[int, int, int, _PSeq]] = []  # (cohort step, order, ticket, request)
+        self._next_ticket = 0
+        self._next_order = 0
+        self._in_flight = 0  # members computing in the step in flight
+        self._cohort_end = 0.0  # when the last cohort step ended
+        self._stretch: _Stretch | None = None
+        self._horizon = _MIN_STRETCH
+        # If the token budget cannot hold every sequence, decodes may be left out of a step: keep the books per
+        # request (VllmEngine's way) throughout.
+        self._cohort_ok = self._max_seqs <= self._budget
+
+    # ---------------------------------------------------------------- the Engine protocol
+
+    def add(self, req: SimRequest, now: float) -> None:
+        self.check(req)
+        if req.request_id in self._seqs:
+            raise ValueError(f"request id {req.request_id!r} is already in the engine")
+        if self._stretch is not None:
+            self._apply_stretch_before(now)
+        s = _PSeq(req, now, self._bs)
+        self._seqs[s.rid] = s
+        self._waiting.append(s)
+        if self._batch is None and self._kick is None:
+            self._kick = now
+
+    def abort(self, request_id: str, now: float) -> None:
+        if self._stretch is not None:
+            self._apply_stretch_before(now)
+        s = self._seqs.get(request_id)
+        if s is None:
+            return
+        if s.state == _RUNNING:
+            del self._seqs[request_id]
+            if s.ticket:
+                if self._gs > self._gd:
+                    self._in_flight -= 1  # its token in the step in flight is not produced
+                self._leave(s)
+            else:
+                self._specials.remove(s)
+            self._release(s)
+            s.state = _DONE
+            self.num_aborted_total += 1
+        else:
+            super().abort(request_id, now)
+
+    def next_event_time(self) -> float | None:
+        if self._stretch is not None:
+            return self._stretch.ends[-1]
+        return super().next_event_time()
+
+    def step(self, now: float) -> StepResult:
+        out = StepResult()
+        if self._stretch is not None:
+            if now < self._stretch.ends[-1]:
+                return out
+            self._apply_stretch(len(self._stretch.durations))
+        if self._batch is not None:
+            if now < self._batch_end:
+                return out
+            start = self._batch_end
+            self._complete_step(start, out.emissions)
+            self._batch = None
+        elif self._kick is not None and now >= self._kick:
+            start = now
+        else:
+            return out
+        self._kick = None
+        self._schedule_step(start)
+        if self._batch is not None and not self._jitter:
+            self._plan_stretch(start)
+        return out
+
+    def stats(self) -> dict[str, float]:
+        out = super().stats()
+        out["num_requests_running"] = float(len(self._members) + len(self._specials))
+        return out
+
+    # ---------------------------------------------------------------- the cohort
+
+    def _join(self, s: _PSeq) -> None:
+        """A running request that just sampled a token (and decodes from now on) joins the cohort. Decoders always
+        precede prefills in running order (a prefill that is not finishing takes the rest of the token budget, so
+        nothing behind it can finish its own first), so members in join order are running order."""
+        s.g0 = self._gd
+        s.base = s.computed - self._gd
+        s.order = self._next_order
+        self._next_order += 1
+        self._hist[s.base % self._bs] += 1
+        self._asum += s.base
+        self._members[s.rid] = s
+        self._push_event(s)
+
+    def _push_event(self, s: _PSeq) -> None:
+        """When the cohort step that gives `s` its last token, or a token that completes a stream chunk, ends."""
+        due = s.g0 + min(s.out_len - s.produced, self._interval - s.pending)
+        self._next_ticket += 1
+        s.ticket = self._next_ticket
+        heapq.heappush(self._events, (due, s.order, s.ticket, s))
+
+    def _catch_up(self, s: _PSeq) -> None:
+        """Write the cohort steps since `s` joined (or was last caught up) into its own fields."""
+        done = self._gd - s.g0
+        scheduled = self._gs - s.g0
+        if done:
+            s.computed += done
+            s.produced += done
+            s.pending += done
+            s.last = self._cohort_end
+            s.g0 = self._gd
+        s.blocks = (s.computed + scheduled - done + self._bs - 1) // self._bs - s.shared
+
+    def _leave(self, s: _PSeq) -> None:
+        self._catch_up(s)
+        self._hist[s.base % self._bs] -= 1
+        self._asum -= s.base
+        del self._members[s.rid]
+        s.ticket = 0
+
+    def _dissolve(self) -> None:
+        """Back to per-request books: every member caught up, running order rebuilt."""
+        members = list(self._members.values())
+        for s in members:
+            self._leave(s)
+        self._events.clear()
+        self._running = members + self._specials
+        self._specials = []
+
+    # ---------------------------------------------------------------- steps
+
+    def _schedule_step(self, start: float) -> None:
+        bs = self._bs
+        n_dec = len(self._members)
+        budget = self._budget - n_dec
+        take = self._hist[-self._gs % bs] if n_dec else 0  # members starting a new block this step
+        chunks = []
+        for s in self._specials:
+            if budget <= 0:
+                break
+            p = s.computed
+            n = min(s.prompt + s.produced - p, budget)
+            need = (p + n + bs - 1) // bs - s.shared - s.blocks
+            chunks.append((s, n, need))
+            if need > 0:
+                take += need
+            budget -= n
+        if not self._cohort_ok or budget < 0 or take > self._num_blocks - self._used:
+            self._schedule_explicitly(start)  # a preemption (or a budget that cannot hold every decode)
+            return
+        if take:
+            self._alloc(take)  # as one: reclaiming cached blocks depends only on how many are taken, in order
+        batch: list[tuple[_Seq, int]] = []
+        c = self._asum + n_dec * (self._gs + 1)
+        ntok, pairs, ctx = n_dec, c, c
+        for s, n, need in chunks:
+            if need > 0:
+                s.blocks += need
+            p = s.computed
+            batch.append((s, n))
+            ntok += n
+            pairs += n * p + n * (n + 1) // 2
+            ctx += p + n
+        for s, n in self._admit(start, budget, n_dec + len(self._specials)):
+            self._specials.append(s)
+            batch.append((s, n))
+            p = s.computed
+            ntok += n
+            pairs += n * p + n * (n + 1) // 2
+            ctx += p + n
+        if not ntok:
+            if self._waiting:
+                raise RuntimeError("vllm engine stalled: idle with waiting requests that do not fit")
+            return
+        dt = self._roofline(ntok, pairs, ctx)
+        if self._jitter:
+            dt *= 1.0 + self._rng.uniform(-self._jitter, self._jitter)
+        if n_dec:
+            self._gs += 1
+        self._in_flight = n_dec
+        self._batch = batch
+        self._batch_start = start
+        self._batch_end = start + dt
+        self.steps_total += 1
+        self.busy_time_total += dt
+
+    def _schedule_explicitly(self, start: float) -> None:
+        self._dissolve()
+        self._in_flight = 0
+        self._schedule(start)  # VllmEngine's scheduler over self._running
+        self._specials = self._running  # every running request is kept per request until this step completes
+
+    def _complete_step(self, now: float, emissions: list[Emission]) -> None:
+        gaps = self._gaps
+        start = self._batch_start
+        interval = self._interval
+        if self._in_flight:
+            n_dec = self._in_flight
+            self._in_flight = 0
+            self._gd += 1
+            self._cohort_end = now
+            self.generation_tokens_total += n_dec
+            if gaps is not None:
+                gaps.add(now - start, n_dec)
+            events = self._events
+            while events and events[0][0] <= self._gd:
+                _, _, ticket, s = heapq.heappop(events)
+                if s.ticket != ticket:
+                    continue  # left the cohort since
+                if s.produced + self._gd - s.g0 >= s.out_len:
+                    self._leave(s)
+                    reason = "length" if s.produced >= s.max_tokens else "stop"
+                    emissions.append(Emission(s.rid, s.pending, True, reason, s.cached))
+                    self._finish(s, now, reason)
+                else:
+                    self._catch_up(s)  # stays in place: base and order unchanged
+                    emissions.append(Emission(s.rid, s.pending, False, None, s.cached))
+                    s.pending = 0
+                    self._push_event(s)
+        followed = 0  # tokens of requests whose previous token came at this step's start
+        joining = []
+        bs = self._bs
+        for s, n in self._batch:
+            if s.state != _RUNNING:
+                continue  # aborted while the step ran
+            c = s.computed + n
+            s.computed = c
+            if s.register and c >= s.prefix_blocks * bs:
+                self._register_prefix(s)
+            if c < s.prompt + s.produced:
+                continue  # a prefill chunk: no token yet
+            s.produced += 1
+            s.pending += 1
+            self.generation_tokens_total += 1
+            first = s.first is None
+            if first:
+                s.first = now
+                self.prompt_tokens_total += s.prompt
+            elif gaps is not None:
+                if s.last == start:
+                    followed += 1
+                else:
+                    gaps.add(now - s.last, 1)  # resumed after a preemption
+            s.last = now
+            if s.produced >= s.out_len:
+                reason = "length" if s.produced >= s.max_tokens else "stop"
+                emissions.append(Emission(s.rid, s.pending, True, reason, s.cached))
+                self._finish(s, now, reason)
+                continue
+            if first or s.pending >= interval:
+                emissions.append(Emission(s.rid, s.pending, False, None, s.cached))
+                s.pending = 0
+            joining.append(s)
+        if followed:
+            gaps.add(now - start, followed)
+        if not self._cohort_ok:
+            joining = []
+        if joining or any(s.state != _RUNNING for s in self._specials):
+            joined = {id(s) for s in joining}
+            self._specials = [s for s in self._specials if s.state == _RUNNING and id(s) not in joined]
+            for s in joining:
+                self._join(s)
+
+    # ---------------------------------------------------------------- stretches of plain steps
+
+    def _plan_stretch(self, start: float) -> None:
+        """Step 1 (just scheduled at `start`) runs the cohort alone. If the steps after it would too — nobody
+        finishes or emits, no block shortage, and whatever kept the queue waiting at step 1 still holds (the same
+        sequences and budget; fewer free blocks) — note when each ends."""
+        if self._batch or self._specials or not self._in_flight:
+            return
+        head = self._waiting[0] if self._waiting else None
+        if head is not None and head.preemptions and head.own_key in self._prefixes:
+            return  # its cache lookup may drop its own blocks as eviction trims the prefix they follow
+        events = self._events
+        while events and events[0][2] != events[0][3].ticket:
+            heapq.heappop(events)
+        k = self._horizon
+        if events:
+            k = min(k, events[0][0] - self._gd - 1)  # completions gd+1..gd+k are plain; step 1 is gd+1
+        if k < 1:
+            return
+        bs = self._bs
+        n_dec = self._in_flight
+        hist = self._hist
+        gs = self._gs  # step 1 was cohort step gs; step j+1 is scheduled with gs + j - 1 steps scheduled before
+        free = self._num_blocks - self._used
+        ends = [self._batch_end]
+        durations: list[float] = []
+        blocks: list[int] = []
+        taken = 0
+        for j in range(1, k + 1):
+            g = gs + j - 1
+            need = hist[-g % bs]
+            taken += need
+            if taken > free:
+                break  # this step would preempt: take it one by one
+            c = self._asum + n_dec * (g + 1)
+            dt = self._roofline(n_dec, c, c)
+            durations.append(dt)
+            blocks.append(need)
+            ends.append(ends[-1] + dt)
+        if durations:
+            self._stretch = _Stretch(start, ends, durations, blocks)
+
+    def _apply_stretch_before(self, now: float) -> None:
+        """Apply the plain steps that end before `now` (an arrival or abort at `now` comes after them)."""
+        st = self._stretch
+        self._apply_stretch(bisect.bisect_left(st.ends, now, 0, len(st.durations)))
+
+    def _apply_stretch(self, j: int) -> None:
+        """Complete steps 1..j of the stretch and schedule step j+1, as `step` would have one by one."""
+        st = self._stretch
+        self._stretch = None
+        full = j == len(st.durations)
+        self._horizon = min(2 * self._horizon, _MAX_STRETCH) if full else _MIN_STRETCH
+        if j == 0:
+            return
+        n_dec = self._in_flight
+        take = sum(st.blocks[:j])
+        if take:
+            self._alloc(take)
+        self._gs += j
+        self._gd += j
+        self.generation_tokens_total += j * n_dec
+        self.steps_total += j
+        for dt in st.durations[:j]:
+            self.busy_time_total += dt
+        if self._gaps is not None:
+            prev = st.start
+            for t in st.ends[:j]:
+                self._gaps.add(t - prev, n_dec)
+                prev = t
+        self._cohort_end = st.ends[j - 1]
+        self._batch_start = st.ends[j - 1]
+        self._batch_end = st.ends[j]
