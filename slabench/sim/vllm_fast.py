@@ -20,7 +20,8 @@ both engines and requires identical per-request timings, engine counters and tok
 Emissions follow `stream_interval` as in `VllmEngine` (only the order of a step's emissions may differ). Planning uses
 a large interval: chunks are not needed, and each one is a cohort event. `token_gaps` records, for every sampled token
 after a request's first, the time since its previous token: the inter-token latency a client streaming every token
-sees.
+sees; `first_tokens` collects each request's first token as it is sampled (for a driver that judges TTFT as it
+goes).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ _MIN_STRETCH, _MAX_STRETCH = 16, 4096
 class TokenGaps(Protocol):
     def add(self, gap: float, count: int) -> None:
         """`count` tokens were each sampled `gap` seconds after their request's previous token."""
+
+    def add_run(self, gaps: list[float], count: int) -> None:
+        """`count` tokens for each gap in `gaps`."""
 
 
 class _PSeq(_Seq):
@@ -71,9 +75,17 @@ class _Stretch:
 class PlanningEngine(VllmEngine):
     """`VllmEngine`'s model with cohort bookkeeping (see the module doc). Use it in virtual time."""
 
-    def __init__(self, config: EngineConfig, seed: int = 0, *, token_gaps: TokenGaps | None = None) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        seed: int = 0,
+        *,
+        token_gaps: TokenGaps | None = None,
+        first_tokens: list[tuple[str, float]] | None = None,
+    ) -> None:
         super().__init__(config, seed)
         self._gaps = token_gaps
+        self._firsts = first_tokens  # (request id, time) appended as each request's first token is sampled
         self._members: dict[str, _PSeq] = {}  # running decoders, in running order
         self._specials: list[_PSeq] = []  # running requests still prefilling, after every member (see _join)
         self._gs = 0  # cohort steps scheduled
@@ -316,6 +328,8 @@ class PlanningEngine(VllmEngine):
             if first:
                 s.first = now
                 self.prompt_tokens_total += s.prompt
+                if self._firsts is not None:
+                    self._firsts.append((s.rid, now))
             elif gaps is not None:
                 if s.last == start:
                     followed += 1
@@ -365,21 +379,35 @@ class PlanningEngine(VllmEngine):
         hist = self._hist
         gs = self._gs  # step 1 was cohort step gs; step j+1 is scheduled with gs + j - 1 steps scheduled before
         free = self._num_blocks - self._used
-        ends = [self._batch_end]
+        end = self._batch_end
+        ends = [end]
         durations: list[float] = []
         blocks: list[int] = []
         taken = 0
-        for j in range(1, k + 1):
-            g = gs + j - 1
+        # _roofline(n_dec, c, c) inlined, the same operations in the same order (the same floats)
+        tok_flops = self._flops_tok * n_dec
+        fp, ef, w, kv, bw, ov = (
+            self._flops_pair,
+            self._eff_flops,
+            self._weights,
+            self._kv_bpt,
+            self._eff_bw,
+            self._overhead,
+        )
+        c = self._asum + n_dec * gs
+        for g in range(gs, gs + k):
             need = hist[-g % bs]
             taken += need
             if taken > free:
                 break  # this step would preempt: take it one by one
-            c = self._asum + n_dec * (g + 1)
-            dt = self._roofline(n_dec, c, c)
+            c += n_dec  # asum + n_dec * (g + 1)
+            compute = (tok_flops + fp * c) / ef
+            memory = (w + kv * c) / bw
+            dt = ov + (compute if compute > memory else memory)
             durations.append(dt)
             blocks.append(need)
-            ends.append(ends[-1] + dt)
+            end += dt
+            ends.append(end)
         if durations:
             self._stretch = _Stretch(start, ends, durations, blocks)
 
@@ -407,10 +435,8 @@ class PlanningEngine(VllmEngine):
         for dt in st.durations[:j]:
             self.busy_time_total += dt
         if self._gaps is not None:
-            prev = st.start
-            for t in st.ends[:j]:
-                self._gaps.add(t - prev, n_dec)
-                prev = t
+            ends = st.ends
+            self._gaps.add_run([ends[0] - st.start] + [ends[i] - ends[i - 1] for i in range(1, j)], n_dec)
         self._cohort_end = st.ends[j - 1]
         self._batch_start = st.ends[j - 1]
         self._batch_end = st.ends[j]

@@ -23,6 +23,10 @@ class Gaps:
     def add(self, gap: float, count: int) -> None:
         self.counts[gap] += count
 
+    def add_run(self, gaps: list[float], count: int) -> None:
+        for g in gaps:
+            self.counts[g] += count
+
 
 def workload(seed: int, n: int, rate: float) -> list[tuple[float, SimRequest]]:
     """Poisson arrivals; prompts 1..3000 tokens, most sharing one of three prefixes; some ignore EOS."""
