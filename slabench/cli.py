@@ -21,6 +21,7 @@ COMMANDS = {
     "results": "slabench.results_upload",
     "deploy": "slabench.deploy.cli",
     "scrape": "slabench.scrape",
+    "plan": "slabench.plan.cli",
 }
 
 

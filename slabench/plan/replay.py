@@ -14,9 +14,9 @@ token). A request the engine rejects (prompt + max_tokens beyond max_model_len: 
 not finished `drain_timeout` seconds after the last arrival is incomplete (the open-loop shapes cancel it then) and
 counts as an infinite TTFT/E2E, never as a fast one. Percentiles are type 7 (linear), as numpy's and the grader's.
 
-With `checks`, a run stops as soon as a percentile check on TTFT or E2E has failed for sure (more requests have
-passed their deadline without a first/last token than the percentile allows): the fleet is too small, and how much
-too small no longer matters.
+With `checks`, a run stops as soon as a percentile check on TTFT or E2E has failed for sure and by far (twice as many
+requests have passed their deadline without a first/last token as the percentile allows): the fleet is much too
+small, and how much no longer matters. A fleet that misses narrowly runs to the end, so its figures are known.
 """
 
 from __future__ import annotations
@@ -36,40 +36,60 @@ BALANCERS = ("round-robin", "least-outstanding")
 
 
 class TokenGaps:
-    """Every token's gap since its request's previous token, as (gap, tokens) runs; percentiles exact."""
+    """Every token's gap since its request's previous token: single gaps and arithmetic series of them (a stretch
+    of plain steps), each for some number of tokens. Percentiles to 0.01 % (log bins)."""
 
-    __slots__ = ("counts", "gaps")
+    __slots__ = ("points", "series")
 
     def __init__(self) -> None:
-        self.gaps: list[float] = []
-        self.counts: list[int] = []
+        self.points: list[tuple[float, int]] = []
+        self.series: list[tuple[float, float, int, int]] = []
 
     def add(self, gap: float, count: int) -> None:
-        self.gaps.append(gap)
-        self.counts.append(count)
+        self.points.append((gap, count))
 
-    def add_run(self, gaps: list[float], count: int) -> None:
-        self.gaps.extend(gaps)
-        self.counts.extend([count] * len(gaps))
+    def add_series(self, first: float, step: float, length: int, count: int) -> None:
+        self.series.append((first, step, length, count))
+
+    def values(self) -> tuple[np.ndarray, np.ndarray]:
+        """(gaps, tokens per gap), series expanded."""
+        pv = np.array([p[0] for p in self.points], dtype=float)
+        pw = np.array([p[1] for p in self.points], dtype=np.int64)
+        if not self.series:
+            return pv, pw
+        sr = np.array(self.series, dtype=float)
+        lengths = sr[:, 2].astype(np.int64)
+        idx = np.repeat(np.arange(len(sr)), lengths)
+        offset = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        sv = sr[idx, 0] + sr[idx, 1] * offset
+        sw = sr[idx, 3].astype(np.int64)
+        return np.concatenate([pv, sv]), np.concatenate([pw, sw])
 
     def figures(self) -> dict[str, float | None]:
-        """itl_p50/p90/p95/p99 (type 7 over tokens) and itl_mean."""
-        if not self.gaps:
-            return dict.fromkeys(("itl_p50", "itl_p90", "itl_p95", "itl_p99", "itl_mean"))
-        g = np.asarray(self.gaps)
-        c = np.asarray(self.counts, dtype=np.int64)
-        order = np.argsort(g, kind="stable")
-        g, c = g[order], c[order]
-        cum = np.cumsum(c)
-        n = int(cum[-1])
+        """itl_p50/p90/p95/p99 (type 7 over tokens, each value within 0.01 %) and itl_mean."""
+        keys = ("itl_p50", "itl_p90", "itl_p95", "itl_p99", "itl_mean")
+        v, w = self.values()
+        if not len(v):
+            return dict.fromkeys(keys)
+        v = np.maximum(v, 1e-9)
+        lo = float(v.min())
+        width = math.log1p(1e-4)
+        b = np.floor(np.log(v / lo) / width).astype(np.int64)
+        counts = np.bincount(b, weights=w)
+        cum = np.cumsum(counts)
+        n = int(cum[-1] + 0.5)
+
+        def at(rank: int) -> float:
+            k = int(np.searchsorted(cum, rank + 0.5))  # the bin holding the value of this rank (0-based)
+            return lo * math.exp((k + 0.5) * width)
+
         out: dict[str, float | None] = {}
-        for stat, q in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99)):
+        for key, q in zip(keys, (0.5, 0.9, 0.95, 0.99), strict=False):
             h = (n - 1) * q
-            lo = math.floor(h)
-            a = float(g[np.searchsorted(cum, lo, side="right")])
-            b = float(g[np.searchsorted(cum, min(lo + 1, n - 1), side="right")])
-            out[f"itl_{stat}"] = a + (h - lo) * (b - a)
-        out["itl_mean"] = float((g * c).sum() / n)
+            r = math.floor(h)
+            a = at(r)
+            out[key] = a + (h - r) * (at(min(r + 1, n - 1)) - a)
+        out["itl_mean"] = float((v * w).sum() / w.sum())
         return out
 
 
@@ -137,12 +157,16 @@ class _Deadlines:
 
     __slots__ = ("arrivals", "bad", "check", "good", "limit", "ptr")
 
-    def __init__(self, check: Check, arrivals: np.ndarray, good: np.ndarray, counted: int) -> None:
+    def __init__(self, check: Check, arrivals: list[float], good: np.ndarray, counted: int) -> None:
         self.check = check
         self.arrivals = arrivals
         self.good = good  # per request: done in time (errors count as good: they are not in latency figures)
-        # type 7: the value at rank floor((n-1)q) is above the target once n - floor((n-1)q) values are
-        self.limit = counted - math.floor((counted - 1) * check.quantile) if counted else math.inf
+        # type 7: the value at rank floor((n-1)q) is above the target once n - floor((n-1)q) values are. Stop only
+        # at twice the share the percentile allows (p95: 10 %; p50: 75 %): a fleet that misses narrowly runs to the
+        # end, and its figures tell the search how far it is from the target.
+        q = check.quantile
+        share = min(2.0 * (1.0 - q), (1.0 - q) + q / 2.0)
+        self.limit = max(counted - math.floor((counted - 1) * q), math.ceil(share * counted)) if counted else math.inf
         self.ptr = 0
         self.bad = 0
 
@@ -176,12 +200,12 @@ def replay(
 
     # -- requests: open loop known up front; closed loop grows as clients send
     if load.open_loop:
-        arrival = np.asarray(load.offsets, dtype=float)
+        arrival = [float(t) for t in load.offsets]  # Python floats: engine arithmetic on numpy scalars is slow
         rows = np.asarray(load.rows)
         n_max = len(arrival)
         prompt = mix.prompt_tokens[rows % len(mix)]
     else:
-        arrival = np.zeros(0)
+        arrival = []
         n_max = 0
     stop_sending = load.duration_s if not load.open_loop else math.inf
 
@@ -357,7 +381,7 @@ def replay(
         ptok[:n],
         error[:n],
         gaps,
-        now if stopped else None,
+        float(now) if stopped else None,
         sum(e.num_preemptions_total for e in engines),
         sent_to,
     )

@@ -59,8 +59,9 @@ class GpuProfile(StrictModel):
     name: str = Field(min_length=1)
     description: str = ""
     source: str = Field(min_length=1, description="where the figures come from (they are approximate)")
-    instances: tuple[str, ...] = ()
+    instances: tuple[str, ...] = ()  # EC2 types with this card, cheapest first (`slabench plan` prices the first)
     karpenter_gpu_name: str | None = None
+    mig_profile: str | None = Field(None, description="a MIG slice of `instances`' card, e.g. 2g.48gb (priced so)")
     memory_mib: PositiveInt
     memory_bandwidth_gb_s: PositiveFloat
     dense_bf16_tflops: PositiveFloat

@@ -26,8 +26,8 @@ goes).
 
 from __future__ import annotations
 
-import bisect
 import heapq
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,17 +35,13 @@ from slabench.sim.engine import Emission, SimRequest, StepResult
 from slabench.sim.profiles import EngineConfig
 from slabench.sim.vllm_engine import _DONE, _RUNNING, VllmEngine, _Seq
 
-# Plain steps planned ahead at most: doubling while stretches run whole, back to the minimum when an arrival cuts one
-# short (the step times computed beyond the cut are wasted).
-_MIN_STRETCH, _MAX_STRETCH = 16, 4096
-
 
 class TokenGaps(Protocol):
     def add(self, gap: float, count: int) -> None:
         """`count` tokens were each sampled `gap` seconds after their request's previous token."""
 
-    def add_run(self, gaps: list[float], count: int) -> None:
-        """`count` tokens for each gap in `gaps`."""
+    def add_series(self, first: float, step: float, length: int, count: int) -> None:
+        """`count` tokens for each of the gaps first, first + step, ..., first + (length − 1)·step."""
 
 
 class _PSeq(_Seq):
@@ -62,14 +58,68 @@ class _PSeq(_Seq):
 
 @dataclass(slots=True)
 class _Stretch:
-    """Plain cohort steps after the in-flight one (step 1, started at `start`): `ends[j-1]` is when step j ends
-    (j = 1..k+1); `durations[j-1]` is the time of step j+1 and `blocks[j-1]` the blocks it takes, both when step j
-    ends."""
+    """Plain cohort steps after the in-flight one (step 1, from `start` to `end1`), in closed form: step i+1
+    (i = 1..k) takes ``overhead + max(compute, memory)`` with both terms affine in i (the roofline is affine in the
+    context, which grows by one token per member per step): the larger slope wins after the lines cross. The blocks
+    the steps take repeat with the block size."""
 
     start: float
-    ends: list[float]
-    durations: list[float]
-    blocks: list[int]
+    end1: float
+    k: int
+    members: int
+    overhead: float
+    compute: tuple[float, float]  # (a, b): compute time of step i+1 = a + b·i
+    memory: tuple[float, float]
+    period_blocks: list[int]  # blocks taken by steps 2..m+1 within one block-size period, cumulative (index m)
+    split: int = 0  # steps 2..split+1 follow `left`, the rest `right`
+    left: tuple[float, float] = (0.0, 0.0)
+    right: tuple[float, float] = (0.0, 0.0)
+    last_end: float = 0.0  # when step k+1 ends: the engine's next event
+
+    def __post_init__(self) -> None:
+        (a1, b1), (a2, b2) = self.compute, self.memory
+        if b1 == b2:
+            self.right = self.compute if a1 >= a2 else self.memory
+        else:
+            flat, steep = (self.compute, self.memory) if b1 < b2 else (self.memory, self.compute)
+            cross = (flat[0] - steep[0]) / (steep[1] - flat[1])
+            self.left, self.right = flat, steep
+            self.split = min(self.k, math.floor(cross)) if cross >= 1 else 0
+        self.last_end = self.end(self.k + 1)
+
+    def runs(self, m: int) -> list[tuple[float, float, int]]:
+        """Durations of steps 2..m+1 as arithmetic runs (first, increment, length)."""
+        out = []
+        s = min(self.split, m)
+        if s > 0:
+            a, b = self.left
+            out.append((self.overhead + a + b, b, s))
+        if m > s:
+            a, b = self.right
+            out.append((self.overhead + a + b * (s + 1), b, m - s))
+        return out
+
+    def time(self, m: int) -> float:
+        """Σ durations of steps 2..m+1."""
+        total = 0.0
+        s = min(self.split, m)
+        ov = self.overhead
+        if s > 0:
+            a, b = self.left
+            total += s * (ov + a) + b * s * (s + 1) / 2
+        if m > s:
+            a, b = self.right
+            total += (m - s) * (ov + a) + b * (m * (m + 1) - s * (s + 1)) / 2
+        return total
+
+    def end(self, j: int) -> float:
+        """When step j ends (j = 1..k+1)."""
+        return self.end1 + self.time(j - 1)
+
+    def blocks(self, m: int) -> int:
+        """Blocks taken by steps 2..m+1: every member takes one per block-size steps."""
+        bs = len(self.period_blocks)
+        return self.members * (m // bs) + self.period_blocks[m % bs]
 
 
 class PlanningEngine(VllmEngine):
@@ -98,7 +148,6 @@ class PlanningEngine(VllmEngine):
         self._in_flight = 0  # members computing in the step in flight
         self._cohort_end = 0.0  # when the last cohort step ended
         self._stretch: _Stretch | None = None
-        self._horizon = _MIN_STRETCH
         # If the token budget cannot hold every sequence, decodes may be left out of a step: keep the books per
         # request (VllmEngine's way) throughout.
         self._cohort_ok = self._max_seqs <= self._budget
@@ -139,15 +188,15 @@ class PlanningEngine(VllmEngine):
 
     def next_event_time(self) -> float | None:
         if self._stretch is not None:
-            return self._stretch.ends[-1]
+            return self._stretch.last_end
         return super().next_event_time()
 
     def step(self, now: float) -> StepResult:
         out = StepResult()
         if self._stretch is not None:
-            if now < self._stretch.ends[-1]:
+            if now < self._stretch.last_end:
                 return out
-            self._apply_stretch(len(self._stretch.durations))
+            self._apply_stretch(self._stretch.k)
         if self._batch is not None:
             if now < self._batch_end:
                 return out
@@ -360,7 +409,7 @@ class PlanningEngine(VllmEngine):
     def _plan_stretch(self, start: float) -> None:
         """Step 1 (just scheduled at `start`) runs the cohort alone. If the steps after it would too — nobody
         finishes or emits, no block shortage, and whatever kept the queue waiting at step 1 still holds (the same
-        sequences and budget; fewer free blocks) — note when each ends."""
+        sequences and budget; fewer free blocks) — set out how they go."""
         if self._batch or self._specials or not self._in_flight:
             return
         head = self._waiting[0] if self._waiting else None
@@ -369,74 +418,60 @@ class PlanningEngine(VllmEngine):
         events = self._events
         while events and events[0][2] != events[0][3].ticket:
             heapq.heappop(events)
-        k = self._horizon
-        if events:
-            k = min(k, events[0][0] - self._gd - 1)  # completions gd+1..gd+k are plain; step 1 is gd+1
+        k = events[0][0] - self._gd - 1  # completions gd+1..gd+k are plain (step 1 is gd+1)
         if k < 1:
             return
         bs = self._bs
-        n_dec = self._in_flight
-        hist = self._hist
-        gs = self._gs  # step 1 was cohort step gs; step j+1 is scheduled with gs + j - 1 steps scheduled before
+        n = self._in_flight
+        g0 = self._gs  # step i+1 is scheduled after g0 + i - 1 cohort steps
+        period = [0] * bs
+        for m in range(1, bs):
+            period[m] = period[m - 1] + self._hist[-(g0 + m - 1) % bs]
         free = self._num_blocks - self._used
-        end = self._batch_end
-        ends = [end]
-        durations: list[float] = []
-        blocks: list[int] = []
-        taken = 0
-        # _roofline(n_dec, c, c) inlined, the same operations in the same order (the same floats)
-        tok_flops = self._flops_tok * n_dec
-        fp, ef, w, kv, bw, ov = (
-            self._flops_pair,
-            self._eff_flops,
-            self._weights,
-            self._kv_bpt,
-            self._eff_bw,
-            self._overhead,
-        )
-        c = self._asum + n_dec * gs
-        for g in range(gs, gs + k):
-            need = hist[-g % bs]
-            taken += need
-            if taken > free:
-                break  # this step would preempt: take it one by one
-            c += n_dec  # asum + n_dec * (g + 1)
-            compute = (tok_flops + fp * c) / ef
-            memory = (w + kv * c) / bw
-            dt = ov + (compute if compute > memory else memory)
-            durations.append(dt)
-            blocks.append(need)
-            end += dt
-            ends.append(end)
-        if durations:
-            self._stretch = _Stretch(start, ends, durations, blocks)
+        full, rest = divmod(free, n)
+        fit = full * bs + max(m for m in range(bs) if period[m] <= rest)  # steps before one would preempt
+        k = min(k, fit)
+        if k < 1:
+            return
+        # step i+1 has context c = asum + n·(g0 + i) = c0 + n·i
+        c0 = self._asum + n * g0
+        ef, bw = self._eff_flops, self._eff_bw
+        compute = ((self._flops_tok * n + self._flops_pair * c0) / ef, self._flops_pair * n / ef)
+        memory = ((self._weights + self._kv_bpt * c0) / bw, self._kv_bpt * n / bw)
+        self._stretch = _Stretch(start, self._batch_end, k, n, self._overhead, compute, memory, period)
 
     def _apply_stretch_before(self, now: float) -> None:
         """Apply the plain steps that end before `now` (an arrival or abort at `now` comes after them)."""
         st = self._stretch
-        self._apply_stretch(bisect.bisect_left(st.ends, now, 0, len(st.durations)))
+        lo, hi = 0, st.k  # steps 1..lo end before now; find the largest such lo ≤ k
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if st.end(mid) < now:
+                lo = mid
+            else:
+                hi = mid - 1
+        self._apply_stretch(lo)
 
     def _apply_stretch(self, j: int) -> None:
         """Complete steps 1..j of the stretch and schedule step j+1, as `step` would have one by one."""
         st = self._stretch
         self._stretch = None
-        full = j == len(st.durations)
-        self._horizon = min(2 * self._horizon, _MAX_STRETCH) if full else _MIN_STRETCH
         if j == 0:
             return
-        n_dec = self._in_flight
-        take = sum(st.blocks[:j])
+        n = st.members
+        take = st.blocks(j)
         if take:
             self._alloc(take)
         self._gs += j
         self._gd += j
-        self.generation_tokens_total += j * n_dec
+        self.generation_tokens_total += j * n
         self.steps_total += j
-        for dt in st.durations[:j]:
-            self.busy_time_total += dt
+        self.busy_time_total += st.time(j)
         if self._gaps is not None:
-            ends = st.ends
-            self._gaps.add_run([ends[0] - st.start] + [ends[i] - ends[i - 1] for i in range(1, j)], n_dec)
-        self._cohort_end = st.ends[j - 1]
-        self._batch_start = st.ends[j - 1]
-        self._batch_end = st.ends[j]
+            self._gaps.add(st.end1 - st.start, n)
+            for first, inc, length in st.runs(j - 1):
+                self._gaps.add_series(first, inc, length, n)
+        end = st.end(j)
+        self._cohort_end = end
+        self._batch_start = end
+        self._batch_end = st.end(j + 1)
