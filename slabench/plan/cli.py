@@ -107,23 +107,19 @@ def build_load(args: argparse.Namespace):
     jobs = args.jobs
     if kind in ("burst", "gamma"):
         return W.dataset_load(args.dataset_dir, kind, args.task, jobs)
-    if kind == "queue":  # read the file first: a queue that does not parse fails before any other work
-        from shapes.queuefile import read_queue_file
 
-        try:
-            read_queue_file(args.queue)
-        except UserError as e:
-            raise UserError(str(e).replace("--burst-queue", "--queue")) from None
-    mix = W.dataset_load(args.dataset_dir, "burst", args.task, jobs).mix
+    def burst_mix():
+        return W.dataset_load(args.dataset_dir, "burst", args.task, jobs).mix
+
     if kind == "queue":
-        return W.queue_file_load(args.queue, mix, args.task, jobs)
+        return W.queue_file_load(args.queue, args.task, burst_mix, workers=jobs)
     if kind == "rate":
-        return W.rate_load(mix, args.rate_rps, args.duration, args.burstiness, args.seed)
+        return W.rate_load(burst_mix(), args.rate_rps, args.duration, args.burstiness, args.seed)
     if kind == "diurnal":
         return W.diurnal_load(
-            mix, args.diurnal_peak_rps, args.diurnal_day_minutes, args.diurnal_days, args.burstiness, args.seed
+            burst_mix(), args.diurnal_peak_rps, args.diurnal_day_minutes, args.diurnal_days, args.burstiness, args.seed
         )
-    return W.steps_load(mix, args.users, args.duration)
+    return W.steps_load(burst_mix(), args.users, args.duration)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -154,6 +150,10 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise UserError(f"--price {', '.join(sorted(unknown))}: not among the planned profiles ({', '.join(refs)})")
     replica_prices = {g.name: profile_price(g, loaded, prices.get(g.name)) for g in gpus}
+    if args.queue:
+        from slabench.plan.workload import read_queue
+
+        read_queue(args.queue)  # a queue that does not parse fails before any other work
     load = build_load(args)
 
     order = sorted(range(len(refs)), key=lambda i: -_expected_work(refs[i], args.model, load, checks))

@@ -44,13 +44,14 @@ class Mix:
 
     def request(self, request_id: str, row: int) -> SimRequest:
         row %= len(self.prompt_tokens)
+        prefix = int(self.prefix_tokens[row])
         return SimRequest(
             request_id,
             int(self.prompt_tokens[row]),
             self.max_tokens,
             int(self.output_tokens[row]),
-            prefix_key=self.accounts[row],
-            prefix_tokens=int(self.prefix_tokens[row]),
+            prefix_key=self.accounts[row] if prefix else None,
+            prefix_tokens=prefix,
         )
 
 
@@ -168,31 +169,81 @@ def dataset_load(dataset_dir: str | Path, kind: str, task: str, workers: int = 2
     )
 
 
-def queue_file_load(path: str | Path, burst_mix: Mix, task: str, workers: int = 2) -> PlannedLoad:
-    """A queue file (CSV/JSONL with offset_s): rows with account and seed are those calls; the others take the
-    burst's calls in turn."""
+LENGTH_KEYS = ("prompt_tokens", "output_tokens")
+
+
+def queue_lengths(path: str | Path) -> list[tuple[int, int]] | None:
+    """A queue file's own `prompt_tokens` and `output_tokens` columns (CSV) or keys (JSONL), if it has them: every
+    row then needs both, whole numbers ≥ 1. None if the file has neither."""
+    import csv
+    import io
+    import json
+
+    text = Path(path).read_text(encoding="utf-8")
+    if text.lstrip().startswith("{"):
+        rows = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    else:
+        reader = csv.DictReader(io.StringIO(text))
+        rows = [(reader.line_num, d) for d in reader]
+    if not rows or not any(k in rows[0][1] for k in LENGTH_KEYS):
+        return None
+    out = []
+    for n, d in rows:
+        pair = []
+        for key in LENGTH_KEYS:
+            v = d.get(key)
+            if isinstance(v, str) and v.strip().isdigit():
+                v = int(v)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise UserError(
+                    f"{path}:{n}: {key}: {v!r} is not a whole number ≥ 1 — a queue with lengths needs "
+                    "prompt_tokens and output_tokens on every row"
+                )
+            pair.append(v)
+        out.append((pair[0], pair[1]))
+    return out
+
+
+def read_queue(path: str | Path):
+    """The queue file's rows (`shapes.queuefile`), errors naming --queue."""
     from shapes.queuefile import read_queue_file
 
     try:
-        rows = read_queue_file(path)
+        return read_queue_file(path)
     except UserError as e:
         raise UserError(str(e).replace("--burst-queue", "--queue")) from None
+
+
+def queue_file_load(path: str | Path, task: str, burst_mix, max_tokens: int = 2048, workers: int = 2) -> PlannedLoad:
+    """A queue file (CSV/JSONL with offset_s). Lengths: its own prompt_tokens/output_tokens (max_tokens =
+    `max_tokens`, no shared prefix); else, when every row has an account and a seed, those calls; else the burst's
+    calls in turn (`burst_mix()` builds them)."""
+    rows = read_queue(path)
     offsets = np.array([r.offset_s for r in rows])
-    seeded = [r for r in rows if r.account is not None and r.seed is not None]
-    if seeded and len(seeded) == len(rows):
+    lengths = queue_lengths(path)
+    if lengths is not None:
+        mix = Mix(
+            prompt_tokens=np.array([p for p, _ in lengths], dtype=np.int64),
+            output_tokens=np.array([o for _, o in lengths], dtype=np.int64),
+            prefix_tokens=np.zeros(len(lengths), dtype=np.int64),
+            accounts=tuple([""] * len(lengths)),
+            max_tokens=max(max_tokens, max(o for _, o in lengths)),
+            source=f"{path} (its prompt_tokens/output_tokens)",
+        )
+        how = "its own lengths"
+    elif all(r.account is not None and r.seed is not None for r in rows):
         calls = [(r.account, r.seed, r.offset_s, r.index, r.kind or "queue") for r in rows]
         mix = call_mix(calls, task, f"{path} ({task} task)", Path(path).read_bytes(), workers)
-        row_ix = np.arange(len(rows))
+        how = f"its calls, {task} task"
     else:
-        mix = burst_mix
-        row_ix = np.arange(len(rows))
+        mix = burst_mix()
+        how = "lengths: the burst's calls in turn"
     return PlannedLoad(
         "queue",
-        f"queue file {path}: {len(rows):,} requests over {offsets[-1]:.0f} s"
-        + ("" if mix is not burst_mix else " (lengths: the burst's calls in turn)"),
+        f"queue file {path}: {len(rows):,} requests over {offsets[-1] - offsets[0]:.0f} s ({how})",
         mix,
         offsets=offsets,
-        rows=row_ix,
+        rows=np.arange(len(rows)),
     )
 
 
