@@ -168,6 +168,7 @@ class VllmEngine:
         self._weights = c.weight_bytes
         self._kv_bpt = c.kv_bytes_per_token
         self._overhead = c.step_overhead_s
+        self._measured = c.measured_step  # a calibrated linear step time instead of the roofline
         self._rng = random.Random(seed)
 
         self._seqs: dict[str, _Seq] = {}
@@ -290,6 +291,9 @@ class VllmEngine:
     # ---------------------------------------------------------------- internals
 
     def _roofline(self, ntok: int, pairs: int, ctx: int) -> float:
+        if self._measured is not None:
+            a, b, c = self._measured
+            return self._overhead + a * ntok + b * pairs + c * ctx
         compute = (self._flops_tok * ntok + self._flops_pair * pairs) / self._eff_flops
         memory = (self._weights + self._kv_bpt * ctx) / self._eff_bw
         return self._overhead + (compute if compute > memory else memory)

@@ -435,9 +435,13 @@ class PlanningEngine(VllmEngine):
             return
         # step i+1 has context c = asum + n·(g0 + i) = c0 + n·i
         c0 = self._asum + n * g0
-        ef, bw = self._eff_flops, self._eff_bw
-        compute = ((self._flops_tok * n + self._flops_pair * c0) / ef, self._flops_pair * n / ef)
-        memory = ((self._weights + self._kv_bpt * c0) / bw, self._kv_bpt * n / bw)
+        if self._measured is not None:  # linear: per token + (per pair + per context token) × c (pairs = c here)
+            a, b, cc = self._measured
+            compute, memory = (a * n + (b + cc) * c0, (b + cc) * n), (0.0, 0.0)
+        else:
+            ef, bw = self._eff_flops, self._eff_bw
+            compute = ((self._flops_tok * n + self._flops_pair * c0) / ef, self._flops_pair * n / ef)
+            memory = ((self._weights + self._kv_bpt * c0) / bw, self._kv_bpt * n / bw)
         self._stretch = _Stretch(start, self._batch_end, k, n, self._overhead, compute, memory, period)
 
     def _apply_stretch_before(self, now: float) -> None:
