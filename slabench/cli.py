@@ -22,6 +22,7 @@ COMMANDS = {
     "deploy": "slabench.deploy.cli",
     "scrape": "slabench.scrape",
     "plan": "slabench.plan.cli",
+    "calibrate": "slabench.plan.calibrate_cli",
 }
 
 

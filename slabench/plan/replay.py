@@ -207,7 +207,8 @@ def replay(
     else:
         arrival = []
         n_max = 0
-    stop_sending = load.duration_s if not load.open_loop else math.inf
+    stop_sending = load.duration_s if not load.open_loop and load.duration_s else math.inf
+    max_requests = load.max_requests or math.inf
 
     # per request (grown for closed loops)
     cap = max(n_max, 1024)
@@ -263,14 +264,14 @@ def replay(
     next_open = 0  # next open-loop arrival index
     n_sent = 0
     if not load.open_loop:
-        for u in range(load.users):
+        for u in range(min(load.users, max_requests)):
             pending.append((0.0, u, u))
         heapq.heapify(pending)
 
     events: list[tuple[float, int, int]] = []
     version = [0] * replicas
     last_due = float(arrival[-1]) if load.open_loop and n_max else 0.0
-    horizon = last_due + drain_timeout if load.open_loop else (stop_sending + drain_timeout)
+    horizon = last_due + drain_timeout if load.open_loop else (stop_sending + drain_timeout)  # inf: to the end
     stopped: str | None = None
     now = 0.0
     client_of: dict[int, int] = {}
@@ -317,7 +318,7 @@ def replay(
             ptok[i] = req.prompt_tokens
             if req.prompt_tokens < 1 or req.prompt_tokens + req.max_tokens > max_len:
                 error[i] = True  # vLLM's HTTP 400: answered at once, the client goes on
-                if client >= 0 and ta < stop_sending:
+                if client >= 0 and ta < stop_sending and n_sent + len(pending) < max_requests:
                     heapq.heappush(pending, (ta, 0, client))
                 continue
             k = route(i)
@@ -354,7 +355,7 @@ def replay(
                     if d.last_token - arr[i] <= c.target:
                         good[i] = True
                 client = client_of.pop(i, -1)
-                if client >= 0 and d.last_token < stop_sending:
+                if client >= 0 and d.last_token < stop_sending and n_sent + len(pending) < max_requests:
                     heapq.heappush(pending, (d.last_token, 0, client))
             finished_at(k, len(done))
         push(k)

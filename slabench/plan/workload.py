@@ -57,7 +57,8 @@ class Mix:
 
 @dataclass(frozen=True)
 class PlannedLoad:
-    """Open loop: `offsets` (seconds, sorted) with the mix row of each. Closed loop: `users` for `duration_s`."""
+    """Open loop: `offsets` (seconds, sorted) with the mix row of each. Closed loop: `users` for `duration_s` (or
+    until `max_requests` were sent); the n-th request sent takes mix row n."""
 
     name: str
     description: str
@@ -66,6 +67,7 @@ class PlannedLoad:
     rows: np.ndarray | None = None
     users: int | None = None
     duration_s: float | None = None
+    max_requests: int | None = None  # closed loop: users stop once this many were sent (a sweep's `requests:`)
 
     @property
     def open_loop(self) -> bool:

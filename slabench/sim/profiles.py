@@ -56,10 +56,11 @@ class EngineOptions(StrictModel):
 
 class StepTime(StrictModel):
     """A measured step time (`slabench calibrate`) in place of the roofline: a step computing `n` new tokens after
-    `p` cached ones for each scheduled request takes overhead + per_token · Σn + per_attention_pair · Σ(n·p +
-    n(n+1)/2) + per_context_token · Σ(p + n)."""
+    `p` cached ones for each of its scheduled requests takes overhead + per_sequence · requests + per_token · Σn +
+    per_attention_pair · Σ(n·p + n(n+1)/2) + per_context_token · Σ(p + n)."""
 
     overhead_ms: NonNegativeFloat
+    per_sequence_us: NonNegativeFloat = 0.0  # sampling, output processing: each scheduled request, each step
     per_token_us: NonNegativeFloat = 0.0
     per_context_token_ns: NonNegativeFloat = 0.0
     per_attention_pair_ns: NonNegativeFloat = 0.0
@@ -219,12 +220,18 @@ class EngineConfig:
         return self.gpu.step_overhead_ms / 1000.0
 
     @property
-    def measured_step(self) -> tuple[float, float, float] | None:
-        """A measured step time's (per token, per attention pair, per context token), seconds; None: roofline."""
+    def measured_step(self) -> tuple[float, float, float, float] | None:
+        """A measured step time's (per sequence, per token, per attention pair, per context token), seconds; None:
+        the roofline."""
         st = self.gpu.step_time
         if st is None:
             return None
-        return st.per_token_us * 1e-6, st.per_attention_pair_ns * 1e-9, st.per_context_token_ns * 1e-9
+        return (
+            st.per_sequence_us * 1e-6,
+            st.per_token_us * 1e-6,
+            st.per_attention_pair_ns * 1e-9,
+            st.per_context_token_ns * 1e-9,
+        )
 
     def check(self) -> EngineConfig:
         """vLLM's start-up refusals, as user errors that say what to change."""

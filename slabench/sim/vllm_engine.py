@@ -286,14 +286,14 @@ class VllmEngine:
             ntok += n
             pairs += n * p + n * (n + 1) // 2
             ctx += p + n
-        return self._roofline(ntok, pairs, ctx)
+        return self._roofline(ntok, pairs, ctx, len(chunks))
 
     # ---------------------------------------------------------------- internals
 
-    def _roofline(self, ntok: int, pairs: int, ctx: int) -> float:
+    def _roofline(self, ntok: int, pairs: int, ctx: int, nseq: int) -> float:
         if self._measured is not None:
-            a, b, c = self._measured
-            return self._overhead + a * ntok + b * pairs + c * ctx
+            s, a, b, c = self._measured
+            return self._overhead + s * nseq + a * ntok + b * pairs + c * ctx
         compute = (self._flops_tok * ntok + self._flops_pair * pairs) / self._eff_flops
         memory = (self._weights + self._kv_bpt * ctx) / self._eff_bw
         return self._overhead + (compute if compute > memory else memory)
@@ -437,7 +437,7 @@ class VllmEngine:
             if self._waiting:  # nothing runs yet the queue cannot start: the capacity checks failed us
                 raise RuntimeError("vllm engine stalled: idle with waiting requests that do not fit")
             return
-        dt = self._roofline(ntok, pairs, ctx)
+        dt = self._roofline(ntok, pairs, ctx, len(batch))
         if self._jitter:
             dt *= 1.0 + self._rng.uniform(-self._jitter, self._jitter)
         self._batch = batch

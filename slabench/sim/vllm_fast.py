@@ -313,7 +313,7 @@ class PlanningEngine(VllmEngine):
             if self._waiting:
                 raise RuntimeError("vllm engine stalled: idle with waiting requests that do not fit")
             return
-        dt = self._roofline(ntok, pairs, ctx)
+        dt = self._roofline(ntok, pairs, ctx, n_dec + len(batch))
         if self._jitter:
             dt *= 1.0 + self._rng.uniform(-self._jitter, self._jitter)
         if n_dec:
@@ -435,9 +435,9 @@ class PlanningEngine(VllmEngine):
             return
         # step i+1 has context c = asum + n·(g0 + i) = c0 + n·i
         c0 = self._asum + n * g0
-        if self._measured is not None:  # linear: per token + (per pair + per context token) × c (pairs = c here)
-            a, b, cc = self._measured
-            compute, memory = (a * n + (b + cc) * c0, (b + cc) * n), (0.0, 0.0)
+        if self._measured is not None:  # linear: per sequence and token + (per pair + per context token) × c
+            s, a, b, cc = self._measured
+            compute, memory = ((s + a) * n + (b + cc) * c0, (b + cc) * n), (0.0, 0.0)
         else:
             ef, bw = self._eff_flops, self._eff_bw
             compute = ((self._flops_tok * n + self._flops_pair * c0) / ef, self._flops_pair * n / ef)
