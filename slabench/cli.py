@@ -22,6 +22,8 @@ COMMANDS = {
     "deploy": "slabench.deploy.cli",
     "scrape": "slabench.scrape",
     "recover": "slabench.recover",
+    "plan": "slabench.plan.cli",
+    "calibrate": "slabench.plan.calibrate_cli",
 }
 
 

@@ -54,16 +54,31 @@ class EngineOptions(StrictModel):
     step_time_jitter: float = Field(0.0, ge=0, lt=1)
 
 
+class StepTime(StrictModel):
+    """A measured step time (`slabench calibrate`) in place of the roofline: a step computing `n` new tokens after
+    `p` cached ones for each of its scheduled requests takes overhead + per_sequence · requests + per_token · Σn +
+    per_attention_pair · Σ(n·p + n(n+1)/2) + per_context_token · Σ(p + n)."""
+
+    overhead_ms: NonNegativeFloat
+    per_sequence_us: NonNegativeFloat = 0.0  # sampling, output processing: each scheduled request, each step
+    per_token_us: NonNegativeFloat = 0.0
+    per_context_token_ns: NonNegativeFloat = 0.0
+    per_attention_pair_ns: NonNegativeFloat = 0.0
+
+
 class GpuProfile(StrictModel):
     kind: Literal["gpu"]
     name: str = Field(min_length=1)
     description: str = ""
     source: str = Field(min_length=1, description="where the figures come from (they are approximate)")
-    instances: tuple[str, ...] = ()
+    instances: tuple[str, ...] = ()  # EC2 types with this card, cheapest first (`slabench plan` prices the first)
     karpenter_gpu_name: str | None = None
-    memory_mib: PositiveInt
-    memory_bandwidth_gb_s: PositiveFloat
-    dense_bf16_tflops: PositiveFloat
+    mig_profile: str | None = Field(None, description="a MIG slice of `instances`' card, e.g. 2g.48gb (priced so)")
+    # The roofline's inputs; a profile with a measured `step_time` needs none of them (and memory_mib only
+    # without engine.num_gpu_blocks_override).
+    memory_mib: PositiveInt | None = None
+    memory_bandwidth_gb_s: PositiveFloat | None = None
+    dense_bf16_tflops: PositiveFloat | None = None
     # Achieved fractions of the peaks: prefill GEMMs reach about half the dense tensor peak, decode about 80%
     # of memory bandwidth (modelling assumptions, stated in docs/simulator.md).
     compute_efficiency: float = Field(0.5, gt=0, le=1)
@@ -73,6 +88,20 @@ class GpuProfile(StrictModel):
     # Memory vLLM cannot give to the KV cache besides weights and activations: CUDA graphs, non-torch allocations.
     reserved_mib: NonNegativeInt = 1536
     engine: EngineOptions = EngineOptions()  # this card's deployment flags (defaults: vLLM's)
+    step_time: StepTime | None = None  # measured (slabench calibrate): replaces the roofline
+
+    @model_validator(mode="after")
+    def _roofline_or_measured(self) -> GpuProfile:
+        need = [] if self.step_time else ["memory_bandwidth_gb_s", "dense_bf16_tflops"]
+        if self.engine.num_gpu_blocks_override is None:
+            need.append("memory_mib")
+        for name in need:
+            if getattr(self, name) is None:
+                raise ValueError(
+                    f"{name}: required key is missing (a roofline profile gives memory_mib, memory_bandwidth_gb_s "
+                    "and dense_bf16_tflops; a measured one gives step_time: and engine: num_gpu_blocks_override)"
+                )
+        return self
 
 
 class ModelProfile(StrictModel):
@@ -112,7 +141,7 @@ class EngineConfig:
     # -- resolved flags (vLLM's defaults where the options say None)
     @property
     def _large_card(self) -> bool:
-        return self.gpu.memory_mib * MiB >= _LARGE_CARD_BYTES
+        return (self.gpu.memory_mib or 0) * MiB >= _LARGE_CARD_BYTES
 
     @property
     def max_num_seqs(self) -> int:
@@ -146,6 +175,8 @@ class EngineConfig:
 
     @property
     def kv_budget_bytes(self) -> float:
+        if self.gpu.memory_mib is None:  # a measured profile: its cache size is num_gpu_blocks_override
+            return self.num_gpu_blocks * self.block_size * self.kv_bytes_per_token
         usable = self.gpu.memory_mib * MiB * self.options.gpu_memory_utilization
         return usable - self.weight_bytes - self.activation_bytes - self.gpu.reserved_mib * MiB
 
@@ -172,20 +203,40 @@ class EngineConfig:
 
     @property
     def effective_flops(self) -> float:
+        if self.gpu.dense_bf16_tflops is None:
+            return math.inf  # a measured step_time: the roofline is not used
         return self.gpu.dense_bf16_tflops * 1e12 * self.gpu.compute_efficiency
 
     @property
     def effective_bandwidth(self) -> float:
+        if self.gpu.memory_bandwidth_gb_s is None:
+            return math.inf
         return self.gpu.memory_bandwidth_gb_s * 1e9 * self.gpu.bandwidth_efficiency
 
     @property
     def step_overhead_s(self) -> float:
+        if self.gpu.step_time is not None:
+            return self.gpu.step_time.overhead_ms / 1000.0
         return self.gpu.step_overhead_ms / 1000.0
+
+    @property
+    def measured_step(self) -> tuple[float, float, float, float] | None:
+        """A measured step time's (per sequence, per token, per attention pair, per context token), seconds; None:
+        the roofline."""
+        st = self.gpu.step_time
+        if st is None:
+            return None
+        return (
+            st.per_sequence_us * 1e-6,
+            st.per_token_us * 1e-6,
+            st.per_attention_pair_ns * 1e-9,
+            st.per_context_token_ns * 1e-9,
+        )
 
     def check(self) -> EngineConfig:
         """vLLM's start-up refusals, as user errors that say what to change."""
         where = f"profile {self.gpu.name} + {self.model.name}"
-        if self.kv_budget_bytes <= 0:
+        if self.options.num_gpu_blocks_override is None and self.kv_budget_bytes <= 0:
             raise UserError(
                 f"{where}: the model does not fit: {self.weight_bytes / GiB:.1f} GiB of weights + "
                 f"{(self.activation_bytes + self.gpu.reserved_mib * MiB) / GiB:.1f} GiB reserve > "

@@ -168,6 +168,7 @@ class VllmEngine:
         self._weights = c.weight_bytes
         self._kv_bpt = c.kv_bytes_per_token
         self._overhead = c.step_overhead_s
+        self._measured = c.measured_step  # a calibrated linear step time instead of the roofline
         self._rng = random.Random(seed)
 
         self._seqs: dict[str, _Seq] = {}
@@ -180,6 +181,7 @@ class VllmEngine:
 
         self._batch: list[tuple[_Seq, int]] | None = None
         self._batch_end = 0.0
+        self._batch_start = 0.0
         self._kick: float | None = None  # idle engine with work: when it may start
         self._finished: list[RequestTiming] = []
 
@@ -284,11 +286,14 @@ class VllmEngine:
             ntok += n
             pairs += n * p + n * (n + 1) // 2
             ctx += p + n
-        return self._roofline(ntok, pairs, ctx)
+        return self._roofline(ntok, pairs, ctx, len(chunks))
 
     # ---------------------------------------------------------------- internals
 
-    def _roofline(self, ntok: int, pairs: int, ctx: int) -> float:
+    def _roofline(self, ntok: int, pairs: int, ctx: int, nseq: int) -> float:
+        if self._measured is not None:
+            s, a, b, c = self._measured
+            return self._overhead + s * nseq + a * ntok + b * pairs + c * ctx
         compute = (self._flops_tok * ntok + self._flops_pair * pairs) / self._eff_flops
         memory = (self._weights + self._kv_bpt * ctx) / self._eff_bw
         return self._overhead + (compute if compute > memory else memory)
@@ -419,8 +424,36 @@ class VllmEngine:
             i += 1
 
         # 2. Waiting requests in order, unless this step had to preempt (as vLLM V1).
+        if not preempted:
+            for s, n in self._admit(start, budget, len(running)):
+                running.append(s)
+                batch.append((s, n))
+                p = s.computed
+                ntok += n
+                pairs += n * p + n * (n + 1) // 2
+                ctx += p + n
+
+        if not batch:
+            if self._waiting:  # nothing runs yet the queue cannot start: the capacity checks failed us
+                raise RuntimeError("vllm engine stalled: idle with waiting requests that do not fit")
+            return
+        dt = self._roofline(ntok, pairs, ctx, len(batch))
+        if self._jitter:
+            dt *= 1.0 + self._rng.uniform(-self._jitter, self._jitter)
+        self._batch = batch
+        self._batch_start = start
+        self._batch_end = start + dt
+        self.steps_total += 1
+        self.busy_time_total += dt
+
+    def _admit(self, start: float, budget: int, n_running: int) -> list[tuple[_Seq, int]]:
+        """Admit waiting requests in order while there are sequence slots, `budget` tokens and blocks for their
+        first chunk; the head of the queue blocks the others (FCFS). Each admitted request has its blocks and
+        `computed` = its cached tokens; returns (request, tokens to compute this step)."""
+        bs = self._bs
+        admitted: list[tuple[_Seq, int]] = []
         waiting = self._waiting
-        while not preempted and waiting and budget > 0 and len(running) < self._max_seqs:
+        while waiting and budget > 0 and n_running < self._max_seqs:
             s = waiting[0]
             entry, hit, own = self._lookup(s)
             own_blocks = own.blocks if own is not None else 0
@@ -454,24 +487,10 @@ class VllmEngine:
                 s.scheduled = start
                 s.cached = p
             s.state = _RUNNING
-            running.append(s)
-            batch.append((s, n))
+            admitted.append((s, n))
             budget -= n
-            ntok += n
-            pairs += n * p + n * (n + 1) // 2
-            ctx += p + n
-
-        if not batch:
-            if waiting:  # nothing runs yet the queue cannot start: the capacity checks failed us
-                raise RuntimeError("vllm engine stalled: idle with waiting requests that do not fit")
-            return
-        dt = self._roofline(ntok, pairs, ctx)
-        if self._jitter:
-            dt *= 1.0 + self._rng.uniform(-self._jitter, self._jitter)
-        self._batch = batch
-        self._batch_end = start + dt
-        self.steps_total += 1
-        self.busy_time_total += dt
+            n_running += 1
+        return admitted
 
     def _register_prefix(self, s: _Seq) -> None:
         """The request has computed its shared prefix: hand those blocks to the cache (unless another did)."""

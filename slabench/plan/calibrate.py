@@ -1,0 +1,344 @@
+"""Fit a GPU profile to a measured server: the step time of the simulator's vLLM model, from a closed-loop sweep.
+
+A user with one real server measures a few concurrency levels (`slabench sweep`), and `slabench calibrate` finds the
+step time that makes the simulator reproduce them, so `slabench plan` can size fleets of that server.
+
+- **What is fitted.** A linear step time (`StepTime`): overhead per step, cost per scheduled request (sampling,
+  output processing), per token computed (prefill and decode alike), per token of context read (the KV cache of
+  every scheduled request), per attention pair (prefill's quadratic term). The simulator's scheduler — continuous
+  batching, chunked prefill at the server's `max_num_batched_tokens`, `max_num_seqs`, prefix caching — is kept;
+  only its clock is measured.
+- **How.** Each measured run is replayed in virtual time exactly as it ran: the same number of closed-loop users,
+  the same requests in the order they were sent (prompt and output tokens as the server counted them), the same
+  number of requests. A request whose `item_id` repeats an earlier one shares its whole prompt with it (the server's
+  prefix cache hits it). Nelder–Mead on the log coefficients minimises the squared log errors of TTFT p50, E2E p50
+  and throughput over the runs, from a start read off the least-loaded run (TTFT against prompt length, per-token
+  decode time against context).
+- **Cache size.** `--kv-cache-tokens` (vLLM logs it at start-up: "KV cache size: N tokens"), else estimated from the
+  runs' `server_metrics.jsonl`: KV blocks held by the requests in flight at each scrape ÷ `kv_cache_usage_perc`.
+- **Validation.** `--validate RUN_DIR…` replays further runs (e.g. higher levels) with the fitted profile, so the
+  fit is judged on what it did not see.
+
+Client-side times include what lies outside the engine (HTTP, templating, tokenising): the fit folds them into the
+coefficients, which is what a plan against that server should predict.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from slabench.errors import UserError
+from slabench.plan.replay import replay, type7
+from slabench.plan.workload import Mix, PlannedLoad
+from slabench.sim.profiles import EngineConfig, EngineOptions, GpuProfile, ModelProfile, StepTime
+
+FIT_METRICS = ("ttft_p50", "e2e_p50", "throughput_rps")
+PARAMS = ("overhead_ms", "per_sequence_us", "per_token_us", "per_context_token_ns", "per_attention_pair_ns")
+
+
+@dataclass
+class MeasuredRun:
+    source: str
+    users: int
+    mix: Mix  # the OK requests in the order they were sent
+    figures: dict[str, float]
+    in_flight: list[tuple[float, float, list[tuple[float, int, int]]]] = field(default_factory=list)
+
+    @property
+    def requests(self) -> int:
+        return len(self.mix)
+
+
+def _run_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise UserError(f"{path}: no such run directory or records file")
+    for name in ("records.jsonl", "records.parquet"):
+        if (path / name).exists():
+            return [path / name]
+    found = sorted(path.glob("*/*/records.jsonl")) + sorted(path.glob("*/*/records.parquet"))
+    if not found:
+        raise UserError(f"{path}: no records.jsonl/records.parquet in it or in its <level>/<repeat>/ folders")
+    return found
+
+
+def read_runs(paths: list[str | Path]) -> list[MeasuredRun]:
+    """Every run under the paths (a sweep directory, run directories, or records files)."""
+    return [read_run(f) for p in paths for f in _run_files(Path(p))]
+
+
+def read_run(path: Path) -> MeasuredRun:
+    from slabench.sinks import read_records
+
+    records = read_records(path)
+    ok = sorted(
+        (r for r in records if r.outcome == "ok" and r.prompt_tokens and r.completion_tokens),
+        key=lambda r: r.sent,
+    )
+    if len(ok) < 4:
+        raise UserError(f"{path}: {len(ok)} answered request(s) with the server's token counts; need at least 4")
+    if any(r.token_source != "server" for r in ok):
+        raise UserError(f"{path}: token counts are estimates, not the server's usage — calibrate needs the server's")
+    if any(r.scheduled is not None for r in ok):
+        raise UserError(f"{path}: an open-loop run (scheduled requests); calibrate replays closed-loop sweeps")
+    users = {r.stage_level for r in ok}
+    if len(users) != 1 or None in users:
+        users = {len({r.user_id for r in ok})}
+    (level,) = users
+    first_of: dict[str, int] = {}
+    prompt, output, prefix, keys = [], [], [], []
+    for i, r in enumerate(ok):
+        prompt.append(r.prompt_tokens)
+        output.append(r.completion_tokens)
+        if r.item_id is not None and r.item_id in first_of:  # the same prompt again: the server's cache has it
+            keys.append(f"item/{r.item_id}")
+            prefix.append(r.prompt_tokens)
+        else:
+            keys.append(f"item/{r.item_id}" if r.item_id is not None else f"req/{i}")
+            prefix.append(r.prompt_tokens if r.item_id is not None else 0)
+            if r.item_id is not None:
+                first_of[r.item_id] = i
+    mix = Mix(
+        prompt_tokens=np.array(prompt, dtype=np.int64),
+        output_tokens=np.array(output, dtype=np.int64),
+        prefix_tokens=np.array(prefix, dtype=np.int64),
+        accounts=tuple(keys),
+        max_tokens=max(max(r.max_tokens or 0 for r in ok), max(output)),
+        source=str(path),
+    )
+    t0 = min(r.sent for r in ok)
+    span = max(r.end for r in ok) - t0
+    figures = {
+        "ttft_p50": type7(np.sort([r.first_token - r.sent for r in ok]), 0.5),
+        "e2e_p50": type7(np.sort([r.end - r.sent for r in ok]), 0.5),
+        "throughput_rps": len(ok) / span,
+        "output_tokens_per_s": sum(output) / span,
+    }
+    run = MeasuredRun(str(path.parent if path.name.startswith("records.") else path), int(level), mix, figures)
+    run.in_flight = _kv_samples(path, ok)
+    return run
+
+
+def _kv_samples(path: Path, ok) -> list[tuple[float, float, list[tuple[float, int, int]]]]:
+    """(scrape time on the records' clock, kv_cache_usage_perc, [(sent, prompt, chunk count)...]) per scrape."""
+    metrics = path.parent / "server_metrics.jsonl"
+    if not metrics.exists():
+        return []
+    from slabench.scrape import read_scrapes
+
+    anchor = next((r for r in ok if r.wall_sent is not None), None)
+    if anchor is None:
+        return []
+    out = []
+    for s in read_scrapes(metrics):
+        usage = s.get("gauges", {}).get("kv_cache_usage_perc")
+        if not usage:
+            continue
+        t = s["t"] - anchor.wall_sent + anchor.sent  # wall clock → the records' monotonic clock
+        held = []
+        for r in ok:
+            if r.first_token is not None and r.first_token <= t < r.end:
+                done = sum(1 for c in r.chunk_times if c <= t)
+                held.append((r.sent, r.prompt_tokens, done))
+        if held:
+            out.append((t, float(usage), held))
+    return out
+
+
+def estimate_kv_tokens(runs: list[MeasuredRun], block_size: int = 16) -> int | None:
+    """The cache size implied by the servers' KV usage gauge and the requests in flight at each scrape (median)."""
+    estimates = []
+    for run in runs:
+        for _, usage, held in run.in_flight:
+            blocks = sum(math.ceil((p + done) / block_size) for _, p, done in held)
+            if usage > 0.002 and blocks:
+                estimates.append(blocks / usage * block_size)
+    return int(np.median(estimates)) if estimates else None
+
+
+# -- the model -------------------------------------------------------------------------------------------------------
+def model_from_config(path: str | Path, max_model_len: int | None = None) -> ModelProfile:
+    """A model profile from a Hugging Face `config.json` (Llama-style keys)."""
+    import json
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        cfg = json.loads(p.read_text())
+        hidden, layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
+        heads = int(cfg["num_attention_heads"])
+        kv_heads = int(cfg.get("num_key_value_heads", heads))
+        head_dim = int(cfg.get("head_dim") or hidden // heads)
+        inter, vocab = int(cfg["intermediate_size"]), int(cfg["vocab_size"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"--model-config {p}: not a readable Llama-style config.json ({e})") from None
+    attn = hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + heads * head_dim * hidden
+    params = layers * (attn + 3 * hidden * inter) + vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
+    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    nbytes = 4 if "32" in dtype else 2
+    return ModelProfile(
+        kind="model",
+        name=p.parent.name or "measured-model",
+        description=f"from {p}: {layers} layers, hidden {hidden}, {heads} heads ({kv_heads} KV), {params:,} parameters",
+        source=str(p),
+        params_b=params / 1e9,
+        weight_bytes_per_param=nbytes,
+        num_layers=layers,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        kv_cache_dtype_bytes=nbytes if nbytes in (1, 2, 4) else 2,
+        activation_kib_per_batched_token=0,
+        max_model_len=int(max_model_len or cfg.get("max_position_embeddings", 4096)),
+    )
+
+
+def gpu_profile(name: str, step: StepTime, options: EngineOptions, source: str, description: str = "") -> GpuProfile:
+    return GpuProfile(kind="gpu", name=name, description=description, source=source, step_time=step, engine=options)
+
+
+def simulate(run: MeasuredRun, gpu: GpuProfile, model: ModelProfile) -> dict[str, float]:
+    """The run replayed on the profile: the same users, requests (in send order) and request count."""
+    config = EngineConfig(gpu=gpu, model=model, options=gpu.engine)
+    load = PlannedLoad("measured", run.source, run.mix, users=run.users, max_requests=run.requests)
+    p = replay(config, load, 1, drain_timeout=1e6)
+    span = p.end - p.first_arrival
+    return {
+        "ttft_p50": p.figures["ttft_p50"],
+        "e2e_p50": p.figures["e2e_p50"],
+        "throughput_rps": p.ok / span if span > 0 else math.inf,
+        "output_tokens_per_s": p.output_tokens / span if span > 0 else math.inf,
+    }
+
+
+# -- the fit ---------------------------------------------------------------------------------------------------------
+def _step(x: np.ndarray) -> StepTime:
+    return StepTime(**dict(zip(PARAMS, np.exp(x).tolist(), strict=True)))
+
+
+def initial_guess(runs: list[MeasuredRun]) -> StepTime:
+    """From the run with the fewest users: TTFT ≈ overhead + per token × prompt; the rest of a request ≈ per
+    output token × (overhead + per sequence + per context token × context)."""
+    from slabench.sinks import read_records
+
+    run = min(runs, key=lambda r: r.users)
+    recs = [r for r in read_records(_run_files(Path(run.source))[0]) if r.outcome == "ok" and r.completion_tokens]
+    p = np.array([r.prompt_tokens for r in recs], float)
+    ttft = np.array([r.first_token - r.sent for r in recs])
+    a, o = np.polyfit(p, ttft, 1) if len(set(p)) > 1 else (ttft.mean() / p.mean(), 0.0)
+    per_out = np.array([(r.end - r.first_token) / max(r.completion_tokens - 1, 1) for r in recs])
+    ctx = p + np.array([r.completion_tokens for r in recs]) / 2
+    c, base = np.polyfit(ctx, per_out, 1) if len(set(ctx)) > 1 else (0.0, per_out.mean())
+    overhead = max(min(base, max(o, 1e-4)), 1e-4)
+    return StepTime(
+        overhead_ms=overhead * 1e3,
+        per_sequence_us=max(base - overhead, 1e-5) * 1e6,
+        per_token_us=max(a, 1e-8) * 1e6,
+        per_context_token_ns=max(c, 1e-12) * 1e9,
+        per_attention_pair_ns=1e-3,
+    )
+
+
+@dataclass
+class Fit:
+    step: StepTime
+    loss: float
+    evaluations: int
+    rows: list[tuple[MeasuredRun, dict[str, float]]]  # each fitted run with its simulated figures
+
+
+def _errors(measured: dict[str, float], simulated: dict[str, float]) -> list[float]:
+    return [math.log(simulated[m] / measured[m]) for m in FIT_METRICS if measured[m] > 0 and simulated[m] > 0]
+
+
+def fit(runs: list[MeasuredRun], model: ModelProfile, options: EngineOptions, iterations: int = 160) -> Fit:
+    start = initial_guess(runs)
+    x0 = np.log([getattr(start, k) for k in PARAMS])
+
+    def loss(x: np.ndarray) -> float:
+        gpu = gpu_profile("fit", _step(x), options, "fit")
+        total = 0.0
+        for run in runs:
+            total += sum(e * e for e in _errors(run.figures, simulate(run, gpu, model)))
+        return total
+
+    x, value, evals = nelder_mead(loss, x0, step=1.0, iterations=iterations)
+    best = _step(x)
+    gpu = gpu_profile("fit", best, options, "fit")
+    return Fit(best, value, evals, [(run, simulate(run, gpu, model)) for run in runs])
+
+
+def nelder_mead(f, x0: np.ndarray, step: float = 0.5, iterations: int = 200, tol: float = 1e-6):
+    """Minimise f from x0 (the standard reflect / expand / contract / shrink simplex). Returns (x, f(x), calls)."""
+    n = len(x0)
+    simplex = [np.array(x0, float)] + [np.array(x0, float) + step * np.eye(n)[i] for i in range(n)]
+    values = [f(x) for x in simplex]
+    calls = n + 1
+    for _ in range(iterations):
+        order = np.argsort(values)
+        simplex = [simplex[i] for i in order]
+        values = [values[i] for i in order]
+        if abs(values[-1] - values[0]) <= tol * (abs(values[0]) + tol):
+            break
+        centroid = np.mean(simplex[:-1], axis=0)
+        reflected = centroid + (centroid - simplex[-1])
+        fr = f(reflected)
+        calls += 1
+        if fr < values[0]:
+            expanded = centroid + 2.0 * (centroid - simplex[-1])
+            fe = f(expanded)
+            calls += 1
+            simplex[-1], values[-1] = (expanded, fe) if fe < fr else (reflected, fr)
+        elif fr < values[-2]:
+            simplex[-1], values[-1] = reflected, fr
+        else:
+            contracted = centroid + 0.5 * (simplex[-1] - centroid)
+            fc = f(contracted)
+            calls += 1
+            if fc < values[-1]:
+                simplex[-1], values[-1] = contracted, fc
+            else:
+                best = simplex[0]
+                simplex = [best] + [best + 0.5 * (x - best) for x in simplex[1:]]
+                values = [values[0]] + [f(x) for x in simplex[1:]]
+                calls += n
+    i = int(np.argmin(values))
+    return simplex[i], values[i], calls
+
+
+# -- the profile file ------------------------------------------------------------------------------------------------
+def rates(step: StepTime, context: float) -> dict[str, float]:
+    """Derived: prefill tokens/s (one long prompt), and decode tokens/s of one request alone at this context."""
+    prefill = 1e6 / step.per_token_us if step.per_token_us > 0 else math.inf
+    decode_s = (
+        step.overhead_ms * 1e-3
+        + step.per_sequence_us * 1e-6
+        + step.per_token_us * 1e-6
+        + (step.per_context_token_ns + step.per_attention_pair_ns) * 1e-9 * context
+    )
+    return {"prefill_tokens_per_s": prefill, "decode_tokens_per_s_alone": 1.0 / decode_s, "context": context}
+
+
+def profile_yaml(profile: GpuProfile, header: list[str]) -> str:
+    """The GPU profile as YAML (strict keys, loadable by `slabench plan --profiles FILE`), with `header` comments."""
+    import yaml
+
+    data = profile.model_dump(exclude_none=True, exclude_defaults=True, mode="json")
+    data = {"kind": "gpu", **{k: v for k, v in data.items() if k != "kind"}}
+    if "step_time" in data:  # four significant digits: the fit is not finer than that
+        data["step_time"] = {k: float(f"{v:.4g}") for k, v in data["step_time"].items()}
+    lines = [f"# {h}" for h in header]
+    return "\n".join(lines) + "\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=118)
+
+
+def model_yaml(model: ModelProfile) -> str:
+    import yaml
+
+    data = model.model_dump(mode="json")
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=118)

@@ -1,0 +1,146 @@
+"""`slabench calibrate RUN_DIR…`: fit a GPU profile (a measured step time, the cache size) from a closed-loop sweep
+of one real server, so `slabench plan --profiles FILE` can size fleets of it. Method: docs/plan.md."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from slabench.errors import UserError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="fit a GPU profile (measured step time, KV cache size) from a sweep of a real server",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a sweep directory, run directories or records")
+    p.add_argument("--out", required=True, metavar="FILE", help="the GPU profile to write (YAML)")
+    p.add_argument("--name", help="the profile's name (default: the file's stem)")
+    m = p.add_mutually_exclusive_group(required=True)
+    m.add_argument("--model", help="the served model's profile: built-in name or YAML path")
+    m.add_argument(
+        "--model-config",
+        metavar="CONFIG",
+        help="the served model's Hugging Face config.json (or its folder): a model profile is written beside --out",
+    )
+    p.add_argument("--max-model-len", type=int, help="the server's --max-model-len (default: the model's)")
+    p.add_argument("--max-num-seqs", type=int, default=256, help="the server's --max-num-seqs (default: vLLM's 256)")
+    p.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=2048,
+        help="the server's --max-num-batched-tokens (default: vLLM's 2048 for the OpenAI server)",
+    )
+    p.add_argument(
+        "--kv-cache-tokens",
+        type=int,
+        help="the server's KV cache in tokens (vLLM logs 'KV cache size: N tokens'); default: from server metrics",
+    )
+    p.add_argument("--validate", nargs="+", default=[], metavar="RUN_DIR", help="further runs to predict, not fit")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from slabench.plan import calibrate as C
+    from slabench.sim.profiles import EngineOptions, load_model_profile
+
+    t0 = time.perf_counter()
+    out = Path(args.out)
+    if out.suffix not in (".yaml", ".yml"):
+        raise UserError(f"--out {out}: the profile is YAML; name it e.g. {out.with_suffix('.yaml')}")
+    runs = C.read_runs(args.run_dirs)
+    checks = C.read_runs(args.validate)
+    if args.model_config:
+        model = C.model_from_config(args.model_config, args.max_model_len)
+    else:
+        model = load_model_profile(args.model)
+        if args.max_model_len:
+            model = model.model_copy(update={"max_model_len": args.max_model_len})
+    kv = args.kv_cache_tokens or C.estimate_kv_tokens(runs + checks)
+    if not kv:
+        raise UserError(
+            "the KV cache size is unknown: the runs have no server_metrics.jsonl with kv_cache_usage_perc — give "
+            "--kv-cache-tokens N (vLLM logs 'KV cache size: N tokens' at start-up)"
+        )
+    for name in ("max_num_seqs", "max_num_batched_tokens"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
+    options = EngineOptions(
+        num_gpu_blocks_override=max(1, kv // 16),
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+    )
+    result = C.fit(runs, model, options)
+    name = args.name or out.stem
+    levels = ", ".join(str(r.users) for r in runs)
+    sources = sorted({str(Path(r.source)) for r in runs})
+    gpu = C.gpu_profile(
+        name,
+        result.step,
+        options,
+        source=f"slabench calibrate {time.strftime('%Y-%m-%d')}: fitted to {len(runs)} run(s) at {levels} users "
+        f"({', '.join(sources)})",
+        description=f"measured: {model.name} on the server of {sources[0]}",
+    )
+    context = float(sum(r.mix.prompt_tokens.mean() for r in runs) / len(runs))
+    derived = C.rates(result.step, context)
+    header = [
+        f"Fitted by `slabench calibrate` on {time.strftime('%Y-%m-%d')} ({result.evaluations} simulations, "
+        f"loss {result.loss:.4f}: Σ squared log errors of TTFT p50, E2E p50, throughput).",
+        f"prefill ~{derived['prefill_tokens_per_s']:,.0f} tokens/s; one request alone at {context:,.0f} tokens of "
+        f"context decodes ~{derived['decode_tokens_per_s_alone']:,.0f} tokens/s; KV cache {kv:,} tokens"
+        + (" (given)" if args.kv_cache_tokens else " (estimated from kv_cache_usage_perc)"),
+        f"model profile: {model.name}",
+    ]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(C.profile_yaml(gpu, header))
+    model_path = None
+    if args.model_config:
+        model_path = out.with_name(f"{out.stem}-model.yaml")
+        model_path.write_text(C.model_yaml(model))
+
+    table = Table(title=f"slabench calibrate — {name}: measured vs simulated with the fitted step time")
+    for h in ("run", "users", "requests", "TTFT p50", "E2E p50", "req/s", "out tok/s"):
+        table.add_column(h, justify="left" if h == "run" else "right")
+
+    def cell(meas: float, sim: float, unit: str) -> str:
+        scale = 1000 if unit == "ms" else 1
+        return f"{meas * scale:,.1f} → {sim * scale:,.1f} ({(sim / meas - 1) * 100:+.0f}%)"
+
+    rows = [("fit", r, s) for r, s in result.rows]
+    fitted_gpu = C.gpu_profile(name, result.step, options, "fit")
+    rows += [("validate", r, C.simulate(r, fitted_gpu, model)) for r in checks]
+    for kind, r, sim in rows:
+        m = r.figures
+        table.add_row(
+            f"{kind}: {'/'.join(Path(r.source).parts[-2:])}",
+            str(r.users),
+            str(r.requests),
+            cell(m["ttft_p50"], sim["ttft_p50"], "ms"),
+            cell(m["e2e_p50"], sim["e2e_p50"], "ms"),
+            cell(m["throughput_rps"], sim["throughput_rps"], ""),
+            cell(m["output_tokens_per_s"], sim["output_tokens_per_s"], ""),
+        )
+    console = Console()
+    console.print(table)
+    st = result.step
+    console.print(
+        f"step time = {st.overhead_ms:.3g} ms + {st.per_sequence_us:.3g} µs/request + {st.per_token_us:.3g} µs/token"
+        f" + {st.per_context_token_ns:.3g} ns/context token + {st.per_attention_pair_ns:.3g} ns/attention pair"
+    )
+    for h in header[1:2]:
+        console.print(h)
+    written = f"{out}" + (f" and {model_path}" if model_path else "")
+    console.print(
+        f"wrote {written} ({time.perf_counter() - t0:.1f} s); plan with it: slabench plan --profiles {out}"
+        + (f" --model {model_path}" if model_path else f" --model {args.model}")
+        + " --price NAME=USD"
+    )
+    return 0

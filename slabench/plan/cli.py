@@ -1,0 +1,225 @@
+"""`slabench plan`: which GPU meets the SLA under this load, with how many replicas, at what cost — without a GPU.
+
+Replays a load (default: the dataset's 20,000-request / 195 s burst) through the simulator's vLLM capacity model of
+each GPU profile, N replicas behind a load balancer, in virtual time; finds per profile the fewest replicas whose
+predicted figures meet every latency check of the SLA contract; prints one table, cheapest first, and writes
+`plan.json` and `plan.png` (predicted TTFT p95 vs replicas). Exit 0 when some profile meets the checks, 2 when none
+does, 3 for bad input. Method and a worked example: docs/plan.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from slabench.errors import ExitCode, UserError
+from slabench.plan.workload import LOADS
+
+DEFAULT_CONTRACT = Path(__file__).resolve().parents[2] / "sla" / "config_sla_example.yaml"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="fewest replicas per GPU profile meeting the SLA's latency checks under a load, and their cost (no GPU)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--sla", default=str(DEFAULT_CONTRACT), metavar="FILE", help="SLA contract (default: the example)")
+    p.add_argument(
+        "--profiles",
+        default="",
+        metavar="LIST",
+        help="GPU profiles, comma-separated: built-in names or YAML paths (default: every built-in GPU profile)",
+    )
+    p.add_argument("--model", default="llama-3.1-8b-fp8", help="model profile: built-in name or YAML path")
+    p.add_argument(
+        "--balancer",
+        choices=("round-robin", "least-outstanding"),
+        default="round-robin",
+        help="how the load balancer spreads requests (ALB: round_robin, the default, or least_outstanding_requests)",
+    )
+    g = p.add_argument_group("load")
+    g.add_argument("--load", choices=LOADS, default=None, help="what to replay (default: burst, or queue with --queue)")
+    g.add_argument("--queue", metavar="FILE", help="a queue file (CSV/JSONL with offset_s, see docs/shapes.md)")
+    g.add_argument("--dataset-dir", default="datasets", help="the workload dataset (burst/gamma queues, lengths)")
+    g.add_argument("--task", choices=("verbose", "terse"), default="verbose", help="grading task (answer lengths)")
+    g.add_argument("--rate-rps", type=float, help="rate: requests per second")
+    g.add_argument("--duration", type=float, default=300.0, help="rate/steps: seconds of load (default 300)")
+    g.add_argument("--burstiness", type=float, default=1.0, help="rate/diurnal: Gamma shape (1 = Poisson)")
+    g.add_argument("--seed", type=int, default=0, help="rate/diurnal: arrival seed")
+    g.add_argument("--diurnal-peak-rps", type=float, default=10.0, help="diurnal: the day's peak rate")
+    g.add_argument("--diurnal-day-minutes", type=float, default=24.0, help="diurnal: one day in this many minutes")
+    g.add_argument("--diurnal-days", type=int, default=1, help="diurnal: days")
+    g.add_argument("--users", type=int, help="steps: closed-loop users")
+    s = p.add_argument_group("search")
+    s.add_argument("--max-replicas", type=int, default=2000, help="give up above this many replicas (default 2000)")
+    s.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=300.0,
+        help="seconds after the last arrival a request may still finish (the open-loop shapes' default, 300)",
+    )
+    s.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="PROFILE=USD",
+        help="one replica's hourly cost for a profile, instead of the price table (repeatable)",
+    )
+    s.add_argument("--jobs", type=int, default=0, help="profiles planned in parallel (default: 2, or fewer CPUs)")
+    o = p.add_argument_group("output")
+    o.add_argument("--out", help="directory for plan.json and plan.png (default: runs/plan-<time>)")
+    o.add_argument("--json", action="store_true", help="print plan.json to stdout instead of the table")
+    p.set_defaults(func=run)
+
+
+def _prices(items: list[str]) -> dict[str, float]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            usd = float(value)
+        except ValueError:
+            usd = -1.0
+        if not sep or not name or not usd > 0:
+            raise UserError(f"--price {item!r}: use PROFILE=USD_PER_REPLICA_HOUR, e.g. --price l4=0.80")
+        out[name] = usd
+    return out
+
+
+def build_load(args: argparse.Namespace):
+    from slabench.plan import workload as W
+
+    kind = args.load or ("queue" if args.queue else "burst")
+    if args.queue and kind != "queue":
+        raise UserError(f"--queue FILE replays that file; drop --load {kind} (or use --load queue)")
+    if kind == "queue" and not args.queue:
+        raise UserError("--load queue needs --queue FILE (CSV/JSONL with an offset_s column)")
+    if kind == "rate" and args.rate_rps is None:
+        raise UserError("--load rate needs --rate-rps R (requests per second)")
+    if kind == "steps" and args.users is None:
+        raise UserError("--load steps needs --users N (closed-loop users)")
+    jobs = args.jobs
+    if kind in ("burst", "gamma"):
+        return W.dataset_load(args.dataset_dir, kind, args.task, jobs)
+
+    def burst_mix():
+        return W.dataset_load(args.dataset_dir, "burst", args.task, jobs).mix
+
+    if kind == "queue":
+        return W.queue_file_load(args.queue, args.task, burst_mix, workers=jobs)
+    if kind == "rate":
+        return W.rate_load(burst_mix(), args.rate_rps, args.duration, args.burstiness, args.seed)
+    if kind == "diurnal":
+        return W.diurnal_load(
+            burst_mix(), args.diurnal_peak_rps, args.diurnal_day_minutes, args.diurnal_days, args.burstiness, args.seed
+        )
+    return W.steps_load(burst_mix(), args.users, args.duration)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from rich.console import Console
+
+    from slabench.plan.checks import latency_checks
+    from slabench.plan.cost import FleetCost, profile_price
+    from slabench.plan.report import Plan, Row, plot_png, table
+    from slabench.plan.search import plan_profile
+    from slabench.sim.profiles import available_profiles, load_gpu_profile, load_model_profile
+    from slabench.sla.contract import load_contract
+
+    t0 = time.perf_counter()
+    if args.max_replicas < 1:
+        raise UserError(f"--max-replicas {args.max_replicas}: must be at least 1")
+    if args.drain_timeout <= 0:
+        raise UserError(f"--drain-timeout {args.drain_timeout:g}: must be > 0 seconds")
+    args.jobs = args.jobs or max(1, min(2, os.cpu_count() or 1))
+    loaded = load_contract(args.sla)
+    checks = latency_checks(loaded)
+    refs = [r.strip() for r in args.profiles.split(",") if r.strip()] or available_profiles("gpu")
+    gpus = [load_gpu_profile(r) for r in refs]  # unknown names and bad files fail here, before any work
+    model = load_model_profile(args.model)
+    prices = _prices(args.price)
+    unknown = set(prices) - {g.name for g in gpus}
+    if unknown:
+        raise UserError(f"--price {', '.join(sorted(unknown))}: not among the planned profiles ({', '.join(refs)})")
+    replica_prices = {g.name: profile_price(g, loaded, prices.get(g.name)) for g in gpus}
+    if args.queue:
+        from slabench.plan.workload import read_queue
+
+        read_queue(args.queue)  # a queue that does not parse fails before any other work
+    load = build_load(args)
+
+    order = sorted(range(len(refs)), key=lambda i: -_expected_work(refs[i], args.model, load, checks))
+    with ProcessPoolExecutor(min(args.jobs, len(refs))) as pool:  # the biggest fleets first: they take longest
+        futures = {
+            i: pool.submit(
+                plan_profile, refs[i], args.model, load, checks, args.balancer, args.drain_timeout, args.max_replicas
+            )
+            for i in order
+        }
+        answers = [futures[i].result() for i in range(len(refs))]
+
+    plan = Plan(
+        load=load.description,
+        contract=f"{loaded.contract.name} ({loaded.path})",
+        checks=checks,
+        balancer=args.balancer,
+        model=model.name,
+        model_description=model.description,
+        prices=f"{loaded.prices.citation()}, region {loaded.region}"
+        + (f"; --price for {', '.join(sorted(prices))}" if prices else ""),
+        drain_timeout=args.drain_timeout,
+    )
+    for a in answers:
+        price = replica_prices[a.gpu.name]
+        cost = None
+        if a.answer is not None:
+            p = a.answer.prediction
+            cost = FleetCost(price.per_replica_usd_per_hour, a.replicas, p.drain_s / 3600.0, p.output_tokens, p.ok)
+        plan.rows.append(Row(a, price, cost))
+    plan.seconds = time.perf_counter() - t0
+
+    out = Path(args.out) if args.out else Path("runs") / time.strftime("plan-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    doc = _finite(plan.to_dict())
+    (out / "plan.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    (out / "plan.png").write_bytes(plot_png(plan))
+    if args.json:
+        print(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
+    else:
+        console = Console()
+        console.print(table(plan))
+        console.print(f"wrote {out / 'plan.json'} and {out / 'plan.png'} ({plan.seconds:.1f} s)")
+    met = any(r.cost is not None for r in plan.rows)
+    return ExitCode.PASS if met else ExitCode.FAIL
+
+
+def _expected_work(gpu: str, model: str, load, checks) -> int:
+    from slabench.plan.search import PLAN_ENGINE, first_guess
+    from slabench.sim.profiles import load_profile
+
+    try:
+        return first_guess(load_profile(gpu, model, engine=PLAN_ENGINE), load, checks)
+    except UserError:
+        return 0  # the model does not fit: answered at once
+
+
+def _finite(x):
+    """JSON has no infinity: an infinite figure (a request that never finished) is written as the string "inf"."""
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    if isinstance(x, float):
+        if math.isnan(x):
+            return None
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+    return x

@@ -1,0 +1,210 @@
+"""A plan for people and programs: the console table (cheapest first), `plan.json`, and the TTFT-vs-replicas plot."""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass, field
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from slabench.plan.checks import Check
+from slabench.plan.cost import FleetCost
+from slabench.plan.search import ProfileAnswer
+from slabench.sla.cost import ReplicaPrice
+
+PLAN_SCHEMA_VERSION = 1
+
+
+@dataclass
+class Row:
+    answer: ProfileAnswer
+    price: ReplicaPrice | None
+    cost: FleetCost | None
+
+    @property
+    def sort_key(self) -> tuple:
+        if self.cost is None:
+            return (1, math.inf, self.answer.gpu.name)
+        return (0, self.cost.per_1000_calls, self.cost.usd_per_hour)
+
+
+@dataclass
+class Plan:
+    load: str
+    contract: str
+    checks: list[Check]
+    balancer: str
+    model: str
+    model_description: str
+    prices: str  # the price table's citation, region and date
+    drain_timeout: float
+    rows: list[Row] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def sorted_rows(self) -> list[Row]:
+        return sorted(self.rows, key=lambda r: r.sort_key)
+
+    @property
+    def assumptions(self) -> list[str]:
+        return [
+            f"load: {self.load}",
+            f"model profile: {self.model} ({self.model_description})",
+            f"balancing: {self.balancer} across replicas, as an AWS ALB with "
+            + ("`round_robin` (its default)" if self.balancer == "round-robin" else "`least_outstanding_requests`"),
+            f"prices: {self.prices}; one replica = one GPU (or MIG slice) of the profile's first instance type",
+            "cost: every replica is up before the load and paid from its first arrival until the last request ends",
+            "engine: the simulator's vLLM capacity model (slabench/sim), vLLM's defaults per card, prefix caching on; "
+            "GPU figures are approximate public ones (docs/simulator.md)",
+            f"a request not finished {self.drain_timeout:g} s after the last arrival is incomplete and counts as an "
+            "infinite TTFT/E2E",
+        ]
+
+    def to_dict(self) -> dict:
+        return {
+            "schema_version": PLAN_SCHEMA_VERSION,
+            "load": self.load,
+            "contract": self.contract,
+            "checks": [{"check": c.name, "max": c.target, "severity": c.severity} for c in self.checks],
+            "balancer": self.balancer,
+            "model": self.model,
+            "assumptions": self.assumptions,
+            "seconds": round(self.seconds, 2),
+            "profiles": [_row_dict(r) for r in self.sorted_rows()],
+        }
+
+
+def _row_dict(r: Row) -> dict:
+    a = r.answer
+    out: dict = {
+        "gpu": a.gpu.name,
+        "gpu_description": a.gpu.description,
+        "engine": a.engine,
+        "replicas": a.replicas,
+        "problem": a.problem,
+        "first_guess": a.first_guess,
+        "search_seconds": round(a.seconds, 2),
+    }
+    if r.price is not None:
+        out["price"] = {
+            "instance_type": r.price.instance_type,
+            "per_replica_usd_per_hour": r.price.per_replica_usd_per_hour,
+            "arithmetic": r.price.arithmetic(),
+            "source": r.price.price_source,
+        }
+    if r.cost is not None:
+        out["cost"] = {
+            "usd_per_hour": r.cost.usd_per_hour,
+            "usd_for_load": r.cost.usd_for_load,
+            "per_million_output_tokens_usd": r.cost.per_million_output_tokens,
+            "per_1000_calls_usd": r.cost.per_1000_calls,
+            "hours_paid": r.cost.hours,
+        }
+    if a.answer is not None:
+        b = a.binding
+        out["answer"] = a.answer.to_dict()
+        out["binding_check"] = b.check.name if b else None
+        out["margin"] = b.margin if b else None
+    if a.below is not None:
+        out["one_fewer"] = a.below.to_dict()
+    out["probes"] = [p.to_dict() for p in a.probes]
+    return out
+
+
+def _s(x: float | None, unit: str = "s") -> str:
+    if x is None:
+        return "—"
+    if math.isinf(x):
+        return "∞"
+    return f"{x:,.2f} {unit}" if unit else f"{x:,.2f}"
+
+
+def _usd(x: float) -> str:
+    return "∞" if math.isinf(x) else (f"${x:,.2f}" if x >= 10 else f"${x:,.3f}")
+
+
+def table(plan: Plan) -> Group:
+    t = Table(title=f"slabench plan — {plan.contract}: fewest replicas meeting every latency check, cheapest first")
+    for h in (
+        "GPU profile",
+        "instance",
+        "replicas",
+        "$/h",
+        "$/1M out tok",
+        "$/1k calls",
+        "drain",
+        "TTFT p95",
+        "margin",
+    ):
+        t.add_column(h, justify="left" if h in ("GPU profile", "instance", "margin") else "right")
+    notes = []
+    for r in plan.sorted_rows():
+        a = r.answer
+        itype = r.price.instance_type + (f" ({a.gpu.mig_profile})" if a.gpu.mig_profile else "") if r.price else "—"
+        if a.answer is None or r.cost is None:
+            t.add_row(a.gpu.name, itype, Text("none", style="bold red"), "—", "—", "—", "—", "—", "—")
+            notes.append(f"{a.gpu.name}: {a.problem}")
+            continue
+        p = a.answer.prediction
+        b = a.binding
+        margin = f"{b.margin:.1%} ({b.check.name})" if b and b.margin is not None else "—"
+        t.add_row(
+            a.gpu.name,
+            itype,
+            Text(str(a.replicas), style="bold"),
+            _usd(r.cost.usd_per_hour),
+            _usd(r.cost.per_million_output_tokens),
+            _usd(r.cost.per_1000_calls),
+            _s(p.drain_s),
+            _s(p.figures.get("ttft_p95")),
+            margin,
+        )
+    checks = ", ".join(f"{c.name} ≤ {c.target:g}" for c in plan.checks)
+    parts: list = [t, Text(f"checks: {checks}")]
+    parts += [Text(f"note: {n}", style="yellow") for n in notes]
+    parts += [Text(f"assumption: {a}") for a in plan.assumptions]
+    return Group(*parts)
+
+
+def plot_png(plan: Plan) -> bytes:
+    """Predicted TTFT p95 against replicas, one line per profile; fleets stopped early (a check already failed) as
+    triangles at the top, the TTFT target as a dashed line."""
+    fig = Figure(figsize=(7.6, 4.4), dpi=110, layout="constrained")
+    ax = fig.add_subplot()
+    ttft = next((c for c in plan.checks if c.metric == "ttft_p95"), None)
+    finite = [
+        p.prediction.figures["ttft_p95"]
+        for r in plan.rows
+        for p in r.answer.probes
+        if p.prediction.complete and p.prediction.figures.get("ttft_p95") not in (None, math.inf)
+    ]
+    top = max(finite + ([ttft.target] if ttft else [])) * 3 if finite else 10.0
+    for r in plan.sorted_rows():
+        probes = r.answer.probes
+        if not probes:
+            continue
+        done = [p for p in probes if p.prediction.complete and p.prediction.figures.get("ttft_p95") is not None]
+        xs = [p.replicas for p in done]
+        ys = [min(p.prediction.figures["ttft_p95"], top) for p in done]
+        (line,) = ax.plot(xs, ys, "o-", ms=4, lw=1.5, label=f"{r.answer.gpu.name}")
+        stopped = [p.replicas for p in probes if not p.prediction.complete]
+        if stopped:
+            ax.scatter(stopped, [top] * len(stopped), marker="^", color=line.get_color(), s=30, zorder=4)
+        if r.answer.replicas is not None:
+            ax.axvline(r.answer.replicas, color=line.get_color(), lw=0.8, ls=":")
+    if ttft:
+        ax.axhline(ttft.target, color="0.3", ls="--", lw=1, label=f"target {ttft.target:g} s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("replicas")
+    ax.set_ylabel("predicted TTFT p95 (s)")
+    ax.set_title("TTFT p95 vs replicas (▲: stopped early, a check already missed; dotted: the answer)", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    buf = io.BytesIO()
+    FigureCanvasAgg(fig).print_png(buf)
+    return buf.getvalue()

@@ -1,0 +1,303 @@
+"""What a plan replays: when requests arrive (a queue, a rate, a day, or closed-loop users) and how long each one is.
+
+Lengths are the QA-grading workload's: a queue row with an account and a seed is that call rebuilt
+(`slabench.workload.build_item`): prompt tokens as the simulator counts them (`prompt_tokens`: system prompt +
+transcript), output tokens = the task's answer length, the account's system prompt as the shared prefix (the
+simulator keys its prefix cache on the system message, as vLLM would hit on it). Arrivals that are not calls of the
+dataset (a rate, a day, a queue file without seeds, closed-loop users) take the burst queue's calls in turn, so every
+load has the same request mix.
+
+Rebuilding 20,000 calls takes 7–40 s on this machine, so their lengths are cached per (queue file, workload settings,
+task) under ``$XDG_CACHE_HOME/slabench`` (default ``~/.cache/slabench``), built once on both cores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from slabench.errors import UserError
+from slabench.sim.engine import SimRequest
+
+LOADS = ("burst", "gamma", "queue", "rate", "diurnal", "steps")
+
+
+@dataclass(frozen=True)
+class Mix:
+    """Per-request lengths, indexable: request i is SimRequest built from row i."""
+
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    prefix_tokens: np.ndarray
+    accounts: tuple[str, ...]  # prefix key per row
+    max_tokens: int
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.prompt_tokens)
+
+    def request(self, request_id: str, row: int) -> SimRequest:
+        row %= len(self.prompt_tokens)
+        prefix = int(self.prefix_tokens[row])
+        return SimRequest(
+            request_id,
+            int(self.prompt_tokens[row]),
+            self.max_tokens,
+            int(self.output_tokens[row]),
+            prefix_key=self.accounts[row] if prefix else None,
+            prefix_tokens=prefix,
+        )
+
+
+@dataclass(frozen=True)
+class PlannedLoad:
+    """Open loop: `offsets` (seconds, sorted) with the mix row of each. Closed loop: `users` for `duration_s` (or
+    until `max_requests` were sent); the n-th request sent takes mix row n."""
+
+    name: str
+    description: str
+    mix: Mix
+    offsets: np.ndarray | None = None
+    rows: np.ndarray | None = None
+    users: int | None = None
+    duration_s: float | None = None
+    max_requests: int | None = None  # closed loop: users stop once this many were sent (a sweep's `requests:`)
+
+    @property
+    def open_loop(self) -> bool:
+        return self.offsets is not None
+
+    @property
+    def requests(self) -> int | None:
+        return len(self.offsets) if self.offsets is not None else None
+
+    @property
+    def span_s(self) -> float:
+        """Arrival window (open loop: first to last arrival) or the closed loop's duration."""
+        if self.offsets is not None:
+            return float(self.offsets[-1] - self.offsets[0]) if len(self.offsets) else 0.0
+        return float(self.duration_s or 0.0)
+
+
+# -- the request mix -------------------------------------------------------------------------------------------------
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "slabench"
+
+
+def _lengths(chunk: Sequence[tuple[str, int, float, int, str]], task: str) -> list[tuple[int, int]]:
+    from slabench.workload import QueueItem, build_item, prompt_tokens
+
+    out = []
+    for account, seed, offset, index, kind in chunk:
+        item = build_item(QueueItem(index, account, offset, seed, kind))
+        out.append((prompt_tokens(item, task), item.output_tokens(task)))  # type: ignore[arg-type]
+    return out
+
+
+def call_mix(
+    calls: Sequence[tuple[str, int, float, int, str]], task: str, source: str, fingerprint: bytes, workers: int = 2
+) -> Mix:
+    """Lengths of the workload calls (account, seed, offset, index, kind), from the cache when it has them."""
+    from slabench.tokens import estimate_tokens
+    from slabench.workload import load_settings, system_prompt
+    from slabench.workload.dataset import GENERATOR_VERSION, settings_fingerprint
+
+    settings = load_settings()
+    key = hashlib.sha256(
+        fingerprint + f"|{settings_fingerprint(settings)}|{GENERATOR_VERSION}|{task}".encode()
+    ).hexdigest()[:24]
+    path = _cache_dir() / f"plan-mix-{key}.npz"
+    lengths = None
+    if path.exists():
+        try:
+            with np.load(path) as z:
+                lengths = z["lengths"]
+            if lengths.shape != (len(calls), 2):
+                lengths = None
+        except (OSError, ValueError, KeyError):
+            lengths = None
+    if lengths is None:
+        size = max(1, -(-len(calls) // (4 * workers)))
+        chunks = [calls[i : i + size] for i in range(0, len(calls), size)]
+        if workers > 1 and len(chunks) > 1:
+            with ProcessPoolExecutor(workers) as pool:
+                parts = list(pool.map(_lengths, chunks, [task] * len(chunks)))
+        else:
+            parts = [_lengths(c, task) for c in chunks]
+        lengths = np.array([x for part in parts for x in part], dtype=np.int64).reshape(-1, 2)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.npz")
+            np.savez(tmp, lengths=lengths)
+            tmp.replace(path)
+        except OSError:
+            pass  # no cache: the next plan rebuilds them
+    system = {a: estimate_tokens(system_prompt(a, task)) for a in {c[0] for c in calls}}  # type: ignore[arg-type]
+    accounts = tuple(f"{c[0]}/{task}" for c in calls)
+    return Mix(
+        prompt_tokens=lengths[:, 0],
+        output_tokens=lengths[:, 1],
+        prefix_tokens=np.array([system[c[0]] for c in calls], dtype=np.int64),
+        accounts=accounts,
+        max_tokens=settings.output.max_tokens,
+        source=source,
+    )
+
+
+def dataset_load(dataset_dir: str | Path, kind: str, task: str, workers: int = 2) -> PlannedLoad:
+    """The dataset's burst (or gamma control) queue: each row is its own call."""
+    from slabench.workload import load_queue
+    from slabench.workload.dataset import QUEUE_FILES, resolve_dir
+
+    queue = load_queue(dataset_dir, kind)  # type: ignore[arg-type]
+    path = resolve_dir(dataset_dir) / QUEUE_FILES[kind]
+    calls = [(q.account, q.seed, q.offset_s, q.index, q.kind) for q in queue]
+    mix = call_mix(calls, task, f"{path} ({task} task)", path.read_bytes(), workers)
+    offsets = np.array([q.offset_s for q in queue])
+    window = offsets[-1] if len(offsets) else 0.0
+    return PlannedLoad(
+        kind,
+        f"{kind} queue {path}: {len(queue):,} requests over {window:.0f} s",
+        mix,
+        offsets=offsets,
+        rows=np.arange(len(queue)),
+    )
+
+
+LENGTH_KEYS = ("prompt_tokens", "output_tokens")
+
+
+def queue_lengths(path: str | Path) -> list[tuple[int, int]] | None:
+    """A queue file's own `prompt_tokens` and `output_tokens` columns (CSV) or keys (JSONL), if it has them: every
+    row then needs both, whole numbers ≥ 1. None if the file has neither."""
+    import csv
+    import io
+    import json
+
+    text = Path(path).read_text(encoding="utf-8")
+    if text.lstrip().startswith("{"):
+        rows = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    else:
+        reader = csv.DictReader(io.StringIO(text))
+        rows = [(reader.line_num, d) for d in reader]
+    if not rows or not any(k in rows[0][1] for k in LENGTH_KEYS):
+        return None
+    out = []
+    for n, d in rows:
+        pair = []
+        for key in LENGTH_KEYS:
+            v = d.get(key)
+            if isinstance(v, str) and v.strip().isdigit():
+                v = int(v)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise UserError(
+                    f"{path}:{n}: {key}: {v!r} is not a whole number ≥ 1 — a queue with lengths needs "
+                    "prompt_tokens and output_tokens on every row"
+                )
+            pair.append(v)
+        out.append((pair[0], pair[1]))
+    return out
+
+
+def read_queue(path: str | Path):
+    """The queue file's rows (`shapes.queuefile`), errors naming --queue."""
+    from slabench.shapes.queuefile import read_queue_file
+
+    try:
+        return read_queue_file(path)
+    except UserError as e:
+        raise UserError(str(e).replace("--burst-queue", "--queue")) from None
+
+
+def queue_file_load(path: str | Path, task: str, burst_mix, max_tokens: int = 2048, workers: int = 2) -> PlannedLoad:
+    """A queue file (CSV/JSONL with offset_s). Lengths: its own prompt_tokens/output_tokens (max_tokens =
+    `max_tokens`, no shared prefix); else, when every row has an account and a seed, those calls; else the burst's
+    calls in turn (`burst_mix()` builds them)."""
+    rows = read_queue(path)
+    offsets = np.array([r.offset_s for r in rows])
+    lengths = queue_lengths(path)
+    if lengths is not None:
+        mix = Mix(
+            prompt_tokens=np.array([p for p, _ in lengths], dtype=np.int64),
+            output_tokens=np.array([o for _, o in lengths], dtype=np.int64),
+            prefix_tokens=np.zeros(len(lengths), dtype=np.int64),
+            accounts=tuple([""] * len(lengths)),
+            max_tokens=max(max_tokens, max(o for _, o in lengths)),
+            source=f"{path} (its prompt_tokens/output_tokens)",
+        )
+        how = "its own lengths"
+    elif all(r.account is not None and r.seed is not None for r in rows):
+        calls = [(r.account, r.seed, r.offset_s, r.index, r.kind or "queue") for r in rows]
+        mix = call_mix(calls, task, f"{path} ({task} task)", Path(path).read_bytes(), workers)
+        how = f"its calls, {task} task"
+    else:
+        mix = burst_mix()
+        how = "lengths: the burst's calls in turn"
+    return PlannedLoad(
+        "queue",
+        f"queue file {path}: {len(rows):,} requests over {offsets[-1] - offsets[0]:.0f} s ({how})",
+        mix,
+        offsets=offsets,
+        rows=np.arange(len(rows)),
+    )
+
+
+def rate_load(mix: Mix, rate_rps: float, duration_s: float, burstiness: float = 1.0, seed: int = 0) -> PlannedLoad:
+    """Gamma renewal arrivals at `rate_rps` for `duration_s` (Poisson at burstiness 1), like `vllm bench serve`."""
+    from slabench.shapes.schedules import check_positive, rate_arrivals, step_plan
+
+    check_positive(rate_rps, "--rate-rps")
+    check_positive(duration_s, "--duration")
+    arrivals = rate_arrivals(step_plan([rate_rps], 0.0, duration_s), burstiness, seed)
+    if not arrivals:
+        raise UserError(f"--rate-rps {rate_rps:g} over --duration {duration_s:g} s gives no request; raise either")
+    offsets = np.array([a.offset for a in arrivals])
+    return PlannedLoad(
+        "rate",
+        f"{rate_rps:g} req/s for {duration_s:g} s (burstiness {burstiness:g}, seed {seed}): {len(offsets):,} requests",
+        mix,
+        offsets=offsets,
+        rows=np.arange(len(offsets)),
+    )
+
+
+def diurnal_load(
+    mix: Mix, peak_rps: float, day_minutes: float, days: int = 1, burstiness: float = 1.0, seed: int = 0
+) -> PlannedLoad:
+    """The office day of `shapes/diurnal.py` (night at zero, peaks at 10:30 and 14:30), compressed to minutes."""
+    from slabench.shapes.schedules import OFFICE_DAY, Diurnal, check_positive
+
+    check_positive(day_minutes, "--diurnal-day-minutes")
+    day = Diurnal(OFFICE_DAY, peak_rps, day_minutes * 60.0, days)
+    offsets = np.array([a.offset for a in day.arrivals(burstiness, seed)])
+    if not len(offsets):
+        raise UserError("--diurnal-peak-rps: the day has no request; raise the peak rate or the day's length")
+    return PlannedLoad(
+        "diurnal",
+        f"office day at peak {peak_rps:g} req/s in {day_minutes:g} min × {days} day(s): {len(offsets):,} requests",
+        mix,
+        offsets=offsets,
+        rows=np.arange(len(offsets)),
+    )
+
+
+def steps_load(mix: Mix, users: int, duration_s: float) -> PlannedLoad:
+    """Closed loop: `users` clients, each sending its next call the moment the previous one finishes."""
+    from slabench.shapes.schedules import check_int, check_positive
+
+    check_int(users, "--users", 1)
+    check_positive(duration_s, "--duration")
+    return PlannedLoad(
+        "steps",
+        f"{users} closed-loop users for {duration_s:g} s (each sends its next request when the last one ends)",
+        mix,
+        users=users,
+        duration_s=duration_s,
+    )

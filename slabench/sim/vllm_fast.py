@@ -1,0 +1,481 @@
+"""The vLLM capacity model of `vllm_engine`, with the bookkeeping made fast enough to plan fleets in virtual time.
+
+`VllmEngine` touches every running request on every step: right for a server that streams each token, but a
+20,000-request burst is ~23 M decode tokens, a minute of Python per fleet size. `PlanningEngine` computes the same
+steps with the same scheduler and roofline, and differs only in how it keeps the books:
+
+- **The decode cohort.** Requests that decode one token per step — nearly all of them — are kept as a cohort: their
+  progress is "tokens at join + cohort steps since", the KV blocks they need are counted from a histogram of their
+  positions modulo the block size, and the step's token count and context sums come from running totals. A request
+  is touched again only when it finishes (or emits a stream chunk), is preempted or aborted: a heap says when.
+- **Prefill chunks and admissions** (the few other requests) go through the same code as `VllmEngine`. A step that
+  must preempt (not enough free blocks for everyone) falls back to `VllmEngine`'s own scheduling for that step.
+- **Stretches of plain steps.** While the cohort is all that runs and nothing can change, `next_event_time()` reports
+  the end of the stretch, so a virtual-time driver does not visit each step; an `add` or `abort` inside a stretch
+  applies the steps before it first.
+
+A unit test runs random workloads (prefix caching, preemption, chunked prefill, stream intervals, aborts) through
+both engines and requires identical per-request timings, engine counters and token gaps.
+
+Emissions follow `stream_interval` as in `VllmEngine` (only the order of a step's emissions may differ). Planning uses
+a large interval: chunks are not needed, and each one is a cohort event. `token_gaps` records, for every sampled token
+after a request's first, the time since its previous token: the inter-token latency a client streaming every token
+sees; `first_tokens` collects each request's first token as it is sampled (for a driver that judges TTFT as it
+goes).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+from slabench.sim.engine import Emission, SimRequest, StepResult
+from slabench.sim.profiles import EngineConfig
+from slabench.sim.vllm_engine import _DONE, _RUNNING, VllmEngine, _Seq
+
+
+class TokenGaps(Protocol):
+    def add(self, gap: float, count: int) -> None:
+        """`count` tokens were each sampled `gap` seconds after their request's previous token."""
+
+    def add_series(self, first: float, step: float, length: int, count: int) -> None:
+        """`count` tokens for each of the gaps first, first + step, ..., first + (length − 1)·step."""
+
+
+class _PSeq(_Seq):
+    __slots__ = ("base", "g0", "last", "order", "ticket")
+
+    def __init__(self, req: SimRequest, now: float, block_size: int) -> None:
+        super().__init__(req, now, block_size)
+        self.last = 0.0  # when its latest token was sampled
+        self.g0 = 0  # cohort steps completed when it joined (or was last brought up to date)
+        self.base = 0  # computed − g0: its position is base + cohort steps, constant while it is a member
+        self.order = 0  # running order among members
+        self.ticket = 0  # its valid entry in the event heap (0: not a member)
+
+
+@dataclass(slots=True)
+class _Stretch:
+    """Plain cohort steps after the in-flight one (step 1, from `start` to `end1`), in closed form: step i+1
+    (i = 1..k) takes ``overhead + max(compute, memory)`` with both terms affine in i (the roofline is affine in the
+    context, which grows by one token per member per step): the larger slope wins after the lines cross. The blocks
+    the steps take repeat with the block size."""
+
+    start: float
+    end1: float
+    k: int
+    members: int
+    overhead: float
+    compute: tuple[float, float]  # (a, b): compute time of step i+1 = a + b·i
+    memory: tuple[float, float]
+    period_blocks: list[int]  # blocks taken by steps 2..m+1 within one block-size period, cumulative (index m)
+    split: int = 0  # steps 2..split+1 follow `left`, the rest `right`
+    left: tuple[float, float] = (0.0, 0.0)
+    right: tuple[float, float] = (0.0, 0.0)
+    last_end: float = 0.0  # when step k+1 ends: the engine's next event
+
+    def __post_init__(self) -> None:
+        (a1, b1), (a2, b2) = self.compute, self.memory
+        if b1 == b2:
+            self.right = self.compute if a1 >= a2 else self.memory
+        else:
+            flat, steep = (self.compute, self.memory) if b1 < b2 else (self.memory, self.compute)
+            cross = (flat[0] - steep[0]) / (steep[1] - flat[1])
+            self.left, self.right = flat, steep
+            self.split = min(self.k, math.floor(cross)) if cross >= 1 else 0
+        self.last_end = self.end(self.k + 1)
+
+    def runs(self, m: int) -> list[tuple[float, float, int]]:
+        """Durations of steps 2..m+1 as arithmetic runs (first, increment, length)."""
+        out = []
+        s = min(self.split, m)
+        if s > 0:
+            a, b = self.left
+            out.append((self.overhead + a + b, b, s))
+        if m > s:
+            a, b = self.right
+            out.append((self.overhead + a + b * (s + 1), b, m - s))
+        return out
+
+    def time(self, m: int) -> float:
+        """Σ durations of steps 2..m+1."""
+        total = 0.0
+        s = min(self.split, m)
+        ov = self.overhead
+        if s > 0:
+            a, b = self.left
+            total += s * (ov + a) + b * s * (s + 1) / 2
+        if m > s:
+            a, b = self.right
+            total += (m - s) * (ov + a) + b * (m * (m + 1) - s * (s + 1)) / 2
+        return total
+
+    def end(self, j: int) -> float:
+        """When step j ends (j = 1..k+1)."""
+        return self.end1 + self.time(j - 1)
+
+    def blocks(self, m: int) -> int:
+        """Blocks taken by steps 2..m+1: every member takes one per block-size steps."""
+        bs = len(self.period_blocks)
+        return self.members * (m // bs) + self.period_blocks[m % bs]
+
+
+class PlanningEngine(VllmEngine):
+    """`VllmEngine`'s model with cohort bookkeeping (see the module doc). Use it in virtual time."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        seed: int = 0,
+        *,
+        token_gaps: TokenGaps | None = None,
+        first_tokens: list[tuple[str, float]] | None = None,
+    ) -> None:
+        super().__init__(config, seed)
+        self._gaps = token_gaps
+        self._firsts = first_tokens  # (request id, time) appended as each request's first token is sampled
+        self._members: dict[str, _PSeq] = {}  # running decoders, in running order
+        self._specials: list[_PSeq] = []  # running requests still prefilling, after every member (see _join)
+        self._gs = 0  # cohort steps scheduled
+        self._gd = 0  # cohort steps completed
+        self._hist = [0] * self._bs  # members by base mod block size
+        self._asum = 0  # Σ base over members
+        self._events: list[tuple[int, int, int, _PSeq]] = []  # (cohort step, order, ticket, request)
+        self._next_ticket = 0
+        self._next_order = 0
+        self._in_flight = 0  # members computing in the step in flight
+        self._cohort_end = 0.0  # when the last cohort step ended
+        self._stretch: _Stretch | None = None
+        # If the token budget cannot hold every sequence, decodes may be left out of a step: keep the books per
+        # request (VllmEngine's way) throughout.
+        self._cohort_ok = self._max_seqs <= self._budget
+
+    # ---------------------------------------------------------------- the Engine protocol
+
+    def add(self, req: SimRequest, now: float) -> None:
+        self.check(req)
+        if req.request_id in self._seqs:
+            raise ValueError(f"request id {req.request_id!r} is already in the engine")
+        if self._stretch is not None:
+            self._apply_stretch_before(now)
+        s = _PSeq(req, now, self._bs)
+        self._seqs[s.rid] = s
+        self._waiting.append(s)
+        if self._batch is None and self._kick is None:
+            self._kick = now
+
+    def abort(self, request_id: str, now: float) -> None:
+        if self._stretch is not None:
+            self._apply_stretch_before(now)
+        s = self._seqs.get(request_id)
+        if s is None:
+            return
+        if s.state == _RUNNING:
+            del self._seqs[request_id]
+            if s.ticket:
+                if self._gs > self._gd:
+                    self._in_flight -= 1  # its token in the step in flight is not produced
+                self._leave(s)
+            else:
+                self._specials.remove(s)
+            self._release(s)
+            s.state = _DONE
+            self.num_aborted_total += 1
+        else:
+            super().abort(request_id, now)
+
+    def next_event_time(self) -> float | None:
+        if self._stretch is not None:
+            return self._stretch.last_end
+        return super().next_event_time()
+
+    def step(self, now: float) -> StepResult:
+        out = StepResult()
+        if self._stretch is not None:
+            if now < self._stretch.last_end:
+                return out
+            self._apply_stretch(self._stretch.k)
+        if self._batch is not None:
+            if now < self._batch_end:
+                return out
+            start = self._batch_end
+            self._complete_step(start, out.emissions)
+            self._batch = None
+        elif self._kick is not None and now >= self._kick:
+            start = now
+        else:
+            return out
+        self._kick = None
+        self._schedule_step(start)
+        if self._batch is not None and not self._jitter:
+            self._plan_stretch(start)
+        return out
+
+    def stats(self) -> dict[str, float]:
+        out = super().stats()
+        out["num_requests_running"] = float(len(self._members) + len(self._specials))
+        return out
+
+    # ---------------------------------------------------------------- the cohort
+
+    def _join(self, s: _PSeq) -> None:
+        """A running request that just sampled a token (and decodes from now on) joins the cohort. Decoders always
+        precede prefills in running order (a prefill that is not finishing takes the rest of the token budget, so
+        nothing behind it can finish its own first), so members in join order are running order."""
+        s.g0 = self._gd
+        s.base = s.computed - self._gd
+        s.order = self._next_order
+        self._next_order += 1
+        self._hist[s.base % self._bs] += 1
+        self._asum += s.base
+        self._members[s.rid] = s
+        self._push_event(s)
+
+    def _push_event(self, s: _PSeq) -> None:
+        """When the cohort step that gives `s` its last token, or a token that completes a stream chunk, ends."""
+        due = s.g0 + min(s.out_len - s.produced, self._interval - s.pending)
+        self._next_ticket += 1
+        s.ticket = self._next_ticket
+        heapq.heappush(self._events, (due, s.order, s.ticket, s))
+
+    def _catch_up(self, s: _PSeq) -> None:
+        """Write the cohort steps since `s` joined (or was last caught up) into its own fields."""
+        done = self._gd - s.g0
+        scheduled = self._gs - s.g0
+        if done:
+            s.computed += done
+            s.produced += done
+            s.pending += done
+            s.last = self._cohort_end
+            s.g0 = self._gd
+        s.blocks = (s.computed + scheduled - done + self._bs - 1) // self._bs - s.shared
+
+    def _leave(self, s: _PSeq) -> None:
+        self._catch_up(s)
+        self._hist[s.base % self._bs] -= 1
+        self._asum -= s.base
+        del self._members[s.rid]
+        s.ticket = 0
+
+    def _dissolve(self) -> None:
+        """Back to per-request books: every member caught up, running order rebuilt."""
+        members = list(self._members.values())
+        for s in members:
+            self._leave(s)
+        self._events.clear()
+        self._running = members + self._specials
+        self._specials = []
+
+    # ---------------------------------------------------------------- steps
+
+    def _schedule_step(self, start: float) -> None:
+        bs = self._bs
+        n_dec = len(self._members)
+        budget = self._budget - n_dec
+        take = self._hist[-self._gs % bs] if n_dec else 0  # members starting a new block this step
+        chunks = []
+        for s in self._specials:
+            if budget <= 0:
+                break
+            p = s.computed
+            n = min(s.prompt + s.produced - p, budget)
+            need = (p + n + bs - 1) // bs - s.shared - s.blocks
+            chunks.append((s, n, need))
+            if need > 0:
+                take += need
+            budget -= n
+        if not self._cohort_ok or budget < 0 or take > self._num_blocks - self._used:
+            self._schedule_explicitly(start)  # a preemption (or a budget that cannot hold every decode)
+            return
+        if take:
+            self._alloc(take)  # as one: reclaiming cached blocks depends only on how many are taken, in order
+        batch: list[tuple[_Seq, int]] = []
+        c = self._asum + n_dec * (self._gs + 1)
+        ntok, pairs, ctx = n_dec, c, c
+        for s, n, need in chunks:
+            if need > 0:
+                s.blocks += need
+            p = s.computed
+            batch.append((s, n))
+            ntok += n
+            pairs += n * p + n * (n + 1) // 2
+            ctx += p + n
+        for s, n in self._admit(start, budget, n_dec + len(self._specials)):
+            self._specials.append(s)
+            batch.append((s, n))
+            p = s.computed
+            ntok += n
+            pairs += n * p + n * (n + 1) // 2
+            ctx += p + n
+        if not ntok:
+            if self._waiting:
+                raise RuntimeError("vllm engine stalled: idle with waiting requests that do not fit")
+            return
+        dt = self._roofline(ntok, pairs, ctx, n_dec + len(batch))
+        if self._jitter:
+            dt *= 1.0 + self._rng.uniform(-self._jitter, self._jitter)
+        if n_dec:
+            self._gs += 1
+        self._in_flight = n_dec
+        self._batch = batch
+        self._batch_start = start
+        self._batch_end = start + dt
+        self.steps_total += 1
+        self.busy_time_total += dt
+
+    def _schedule_explicitly(self, start: float) -> None:
+        self._dissolve()
+        self._in_flight = 0
+        self._schedule(start)  # VllmEngine's scheduler over self._running
+        self._specials = self._running  # every running request is kept per request until this step completes
+
+    def _complete_step(self, now: float, emissions: list[Emission]) -> None:
+        gaps = self._gaps
+        start = self._batch_start
+        interval = self._interval
+        if self._in_flight:
+            n_dec = self._in_flight
+            self._in_flight = 0
+            self._gd += 1
+            self._cohort_end = now
+            self.generation_tokens_total += n_dec
+            if gaps is not None:
+                gaps.add(now - start, n_dec)
+            events = self._events
+            while events and events[0][0] <= self._gd:
+                _, _, ticket, s = heapq.heappop(events)
+                if s.ticket != ticket:
+                    continue  # left the cohort since
+                if s.produced + self._gd - s.g0 >= s.out_len:
+                    self._leave(s)
+                    reason = "length" if s.produced >= s.max_tokens else "stop"
+                    emissions.append(Emission(s.rid, s.pending, True, reason, s.cached))
+                    self._finish(s, now, reason)
+                else:
+                    self._catch_up(s)  # stays in place: base and order unchanged
+                    emissions.append(Emission(s.rid, s.pending, False, None, s.cached))
+                    s.pending = 0
+                    self._push_event(s)
+        followed = 0  # tokens of requests whose previous token came at this step's start
+        joining = []
+        bs = self._bs
+        for s, n in self._batch:
+            if s.state != _RUNNING:
+                continue  # aborted while the step ran
+            c = s.computed + n
+            s.computed = c
+            if s.register and c >= s.prefix_blocks * bs:
+                self._register_prefix(s)
+            if c < s.prompt + s.produced:
+                continue  # a prefill chunk: no token yet
+            s.produced += 1
+            s.pending += 1
+            self.generation_tokens_total += 1
+            first = s.first is None
+            if first:
+                s.first = now
+                self.prompt_tokens_total += s.prompt
+                if self._firsts is not None:
+                    self._firsts.append((s.rid, now))
+            elif gaps is not None:
+                if s.last == start:
+                    followed += 1
+                else:
+                    gaps.add(now - s.last, 1)  # resumed after a preemption
+            s.last = now
+            if s.produced >= s.out_len:
+                reason = "length" if s.produced >= s.max_tokens else "stop"
+                emissions.append(Emission(s.rid, s.pending, True, reason, s.cached))
+                self._finish(s, now, reason)
+                continue
+            if first or s.pending >= interval:
+                emissions.append(Emission(s.rid, s.pending, False, None, s.cached))
+                s.pending = 0
+            joining.append(s)
+        if followed:
+            gaps.add(now - start, followed)
+        if not self._cohort_ok:
+            joining = []
+        if joining or any(s.state != _RUNNING for s in self._specials):
+            joined = {id(s) for s in joining}
+            self._specials = [s for s in self._specials if s.state == _RUNNING and id(s) not in joined]
+            for s in joining:
+                self._join(s)
+
+    # ---------------------------------------------------------------- stretches of plain steps
+
+    def _plan_stretch(self, start: float) -> None:
+        """Step 1 (just scheduled at `start`) runs the cohort alone. If the steps after it would too — nobody
+        finishes or emits, no block shortage, and whatever kept the queue waiting at step 1 still holds (the same
+        sequences and budget; fewer free blocks) — set out how they go."""
+        if self._batch or self._specials or not self._in_flight:
+            return
+        head = self._waiting[0] if self._waiting else None
+        if head is not None and head.preemptions and head.own_key in self._prefixes:
+            return  # its cache lookup may drop its own blocks as eviction trims the prefix they follow
+        events = self._events
+        while events and events[0][2] != events[0][3].ticket:
+            heapq.heappop(events)
+        k = events[0][0] - self._gd - 1  # completions gd+1..gd+k are plain (step 1 is gd+1)
+        if k < 1:
+            return
+        bs = self._bs
+        n = self._in_flight
+        g0 = self._gs  # step i+1 is scheduled after g0 + i - 1 cohort steps
+        period = [0] * bs
+        for m in range(1, bs):
+            period[m] = period[m - 1] + self._hist[-(g0 + m - 1) % bs]
+        free = self._num_blocks - self._used
+        full, rest = divmod(free, n)
+        fit = full * bs + max(m for m in range(bs) if period[m] <= rest)  # steps before one would preempt
+        k = min(k, fit)
+        if k < 1:
+            return
+        # step i+1 has context c = asum + n·(g0 + i) = c0 + n·i
+        c0 = self._asum + n * g0
+        if self._measured is not None:  # linear: per sequence and token + (per pair + per context token) × c
+            s, a, b, cc = self._measured
+            compute, memory = ((s + a) * n + (b + cc) * c0, (b + cc) * n), (0.0, 0.0)
+        else:
+            ef, bw = self._eff_flops, self._eff_bw
+            compute = ((self._flops_tok * n + self._flops_pair * c0) / ef, self._flops_pair * n / ef)
+            memory = ((self._weights + self._kv_bpt * c0) / bw, self._kv_bpt * n / bw)
+        self._stretch = _Stretch(start, self._batch_end, k, n, self._overhead, compute, memory, period)
+
+    def _apply_stretch_before(self, now: float) -> None:
+        """Apply the plain steps that end before `now` (an arrival or abort at `now` comes after them)."""
+        st = self._stretch
+        lo, hi = 0, st.k  # steps 1..lo end before now; find the largest such lo ≤ k
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if st.end(mid) < now:
+                lo = mid
+            else:
+                hi = mid - 1
+        self._apply_stretch(lo)
+
+    def _apply_stretch(self, j: int) -> None:
+        """Complete steps 1..j of the stretch and schedule step j+1, as `step` would have one by one."""
+        st = self._stretch
+        self._stretch = None
+        if j == 0:
+            return
+        n = st.members
+        take = st.blocks(j)
+        if take:
+            self._alloc(take)
+        self._gs += j
+        self._gd += j
+        self.generation_tokens_total += j * n
+        self.steps_total += j
+        self.busy_time_total += st.time(j)
+        if self._gaps is not None:
+            self._gaps.add(st.end1 - st.start, n)
+            for first, inc, length in st.runs(j - 1):
+                self._gaps.add_series(first, inc, length, n)
+        end = st.end(j)
+        self._cohort_end = end
+        self._batch_start = end
+        self._batch_end = st.end(j + 1)

@@ -1,0 +1,117 @@
+"""`slabench plan` as a user runs it: the table, plan.json and plan.png; exit 0 when a profile meets the checks,
+2 when none does, 3 with one line for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.unit.test_plan import TOY_MODEL, toy_gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def slabench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "slabench", "plan", *args], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+
+
+def files(tmp_path: Path, targets: str) -> tuple[str, str, str, str]:
+    """A toy card (one request at a time, 100 ms a step), a toy model, a contract, and a queue of four requests at
+    once every 10 s (10 prompt + 10 output tokens each)."""
+    model = tmp_path / "toy-model.yaml"
+    model.write_text(TOY_MODEL)
+    sla = tmp_path / "sla.yaml"
+    sla.write_text(
+        f"name: toy\nload: {{scenario: burst}}\ndeployment: {{instance_type: g6e.xlarge}}\ntargets:\n{targets}"
+    )
+    queue = tmp_path / "q.csv"
+    queue.write_text(
+        "offset_s,prompt_tokens,output_tokens\n" + "".join(f"{10.0 * (i // 4)},10,10\n" for i in range(40))
+    )
+    return toy_gpu(tmp_path, 1), str(model), str(sla), str(queue)
+
+
+def test_plan_writes_the_answer_its_cost_and_the_plot(tmp_path):
+    gpu, model, sla, queue = files(tmp_path, "  ttft_p95_s: {max: 0.5}\n")
+    out = tmp_path / "plan"
+    r = slabench(
+        "--profiles", gpu, "--model", model, "--sla", sla, "--queue", queue, "--price", "toy1=2", "--out", str(out)
+    )
+    assert r.returncode == 0, r.stderr
+    assert "toy1" in r.stdout and "round-robin" in r.stdout and "--price for toy1" in r.stdout
+    doc = json.loads((out / "plan.json").read_text())
+    (row,) = doc["profiles"]
+    assert row["replicas"] == 4  # worked out in tests/unit/test_plan.py
+    assert row["one_fewer"]["replicas"] == 3 and not row["one_fewer"]["meets"]
+    hours = row["answer"]["drain_s"] / 3600
+    assert abs(row["answer"]["drain_s"] - 91.0) < 1e-6  # groups at 0..90 s, the last done 1.0 s later
+    assert row["cost"]["usd_per_hour"] == 8.0
+    assert abs(row["cost"]["per_1000_calls_usd"] - 8.0 * hours / 40 * 1000) < 1e-9
+    assert abs(row["cost"]["per_million_output_tokens_usd"] - 8.0 * hours / 400 * 1e6) < 1e-6
+    assert any("balancing: round-robin" in a for a in doc["assumptions"])
+    assert (out / "plan.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plan_exits_2_when_no_profile_meets(tmp_path):
+    gpu, model, sla, queue = files(tmp_path, "  e2e_p95_s: {max: 0.5}\n")
+    r = slabench(
+        "--profiles",
+        gpu,
+        "--model",
+        model,
+        "--sla",
+        sla,
+        "--queue",
+        queue,
+        "--price",
+        "toy1=2",
+        "--out",
+        str(tmp_path / "o"),
+    )
+    assert r.returncode == 2, r.stderr
+    assert "no fleet can meet e2e_p95_s" in r.stdout
+
+
+def one_line_error(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def test_a_profile_without_a_price(tmp_path):
+    gpu, model, sla, queue = files(tmp_path, "  ttft_p95_s: {max: 0.5}\n")
+    line = one_line_error(slabench("--profiles", gpu, "--model", model, "--sla", sla, "--queue", queue))
+    assert "toy1: no `instances` to price it by" in line and "--price toy1=" in line
+
+
+def test_unknown_profile(tmp_path):
+    line = one_line_error(slabench("--profiles", "l4,h100", "--out", str(tmp_path / "o")))
+    assert "unknown gpu profile 'h100'" in line and "a10g" in line
+
+
+def test_contract_without_latency_checks(tmp_path):
+    gpu, _, _, queue = files(tmp_path, "")
+    sla = tmp_path / "throughput-only.yaml"
+    sla.write_text(
+        "name: t\nload: {concurrency: 4}\ndeployment: {instance_type: g6e.xlarge}\n"
+        "targets:\n  throughput_rps: {min: 1}\n"
+    )
+    line = one_line_error(
+        slabench("--sla", str(sla), "--profiles", gpu, "--queue", queue, "--out", str(tmp_path / "o"))
+    )
+    assert "throughput-only.yaml" in line and "no latency checks" in line and "ttft_p95_s" in line
+
+
+def test_queue_file_that_does_not_parse(tmp_path):
+    gpu, model, sla, _ = files(tmp_path, "  ttft_p95_s: {max: 0.5}\n")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("offset_s,account\n0.5,A\nsoon,B\n")
+    line = one_line_error(
+        slabench("--profiles", gpu, "--model", model, "--sla", sla, "--queue", str(bad), "--price", "toy1=2")
+    )
+    assert "bad.csv:3" in line and "'soon' is not a number" in line
