@@ -10,6 +10,7 @@ import io
 from collections.abc import Callable
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from slabench.analysis.summary import LevelSummary, SweepSummary
@@ -101,7 +102,7 @@ def latency_plot(summary: SweepSummary, key: str = "ttft_p95", title: str = "TTF
     _level_axis(ax, [lv.level for lv in summary.levels])
     ax.set_ylabel(f"{title} (ms)")
     ax.set_title(f"{title} vs concurrency")
-    ax.legend(fontsize=7, loc="upper left")
+    _legend(ax)
     return _png(fig)
 
 
@@ -115,8 +116,13 @@ def itl_plot(summary: SweepSummary) -> bytes:
     _level_axis(ax, [lv.level for lv in summary.levels])
     ax.set_ylabel("inter-token latency (ms)")
     ax.set_title("ITL vs concurrency")
-    ax.legend(fontsize=7, loc="upper left")
+    _legend(ax)
     return _png(fig)
+
+
+def _legend(ax: Axes) -> None:
+    if ax.get_legend_handles_labels()[0]:  # nothing drawn (no level has data): no empty legend box
+        ax.legend(fontsize=7, loc="upper left")
 
 
 def throughput_plot(summary: SweepSummary) -> bytes:
@@ -134,7 +140,7 @@ def throughput_plot(summary: SweepSummary) -> bytes:
     _level_axis(ax, [lv.level for lv in summary.levels])
     ax.set_ylabel("OK requests / s")
     ax.set_title("Throughput vs concurrency")
-    ax.legend(fontsize=7, loc="upper left")
+    _legend(ax)
     return _png(fig)
 
 
@@ -163,7 +169,7 @@ def throughput_latency_plot(summary: SweepSummary, latency_key: str = "ttft_p95"
         )
         for (level, _, _), xi, yi in zip(pts, x, y, strict=True):
             ax.annotate(str(level), (xi, yi), textcoords="offset points", xytext=(5, 5), fontsize=8)
-        ax.legend(fontsize=7, loc="upper left")
+        _legend(ax)
     else:
         _no_data(ax)
     ax.grid(alpha=0.3)
@@ -183,7 +189,7 @@ def error_plot(summary: SweepSummary) -> bytes:
     ax.set_ylabel("% of answered requests")
     ax.set_ylim(bottom=0)
     ax.set_title("Errors vs concurrency")
-    ax.legend(fontsize=7, loc="upper left")
+    _legend(ax)
     return _png(fig)
 
 
