@@ -9,8 +9,8 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from slabench.analysis.summary import LevelSummary, SweepSummary
