@@ -588,6 +588,7 @@ class RecordHub:
         if accounting.get("server_received") is not None:
             log.info("slabench: server: %s", accounting["note"])
         reasons = self.status.reasons() + saturation_reasons(self.status.saturation, MeasurementPolicy())
+        reasons = [r for r in reasons if not (self.stop_reason and self.stop_reason in r)]  # logged when it stopped
         if reasons:
             log.error("slabench: the run is incomplete (exit %d): %s", ExitCode.INCOMPLETE, "; ".join(reasons))
             if self.env.process_exit_code in (None, 0, 1, 2):
