@@ -184,7 +184,7 @@ def plot_png(plan: Plan) -> bytes:
         if p.prediction.complete and p.prediction.figures.get("ttft_p95") not in (None, math.inf)
     ]
     top = max(finite + ([ttft.target] if ttft else [])) * 3 if finite else 10.0
-    for r in plan.sorted_rows():
+    for k, r in enumerate(plan.sorted_rows()):
         probes = r.answer.probes
         if not probes:
             continue
@@ -202,7 +202,7 @@ def plot_png(plan: Plan) -> bytes:
                 (r.answer.replicas, top),
                 color=line.get_color(),
                 fontsize=8,
-                xytext=(2, -12),
+                xytext=(2, -12 - 11 * k),
                 textcoords="offset points",
             )
     if ttft:
