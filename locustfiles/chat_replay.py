@@ -18,16 +18,6 @@ from slabench.prompts import FilePrompts, SyntheticPrompts, TokenizerSizer, Usag
 install()
 
 
-@events.init_command_line_parser.add_listener
-def _options(parser):
-    parser.add_argument(
-        "--tokenizer",
-        default="",
-        help="the served model's folder (tokenizer.json, chat template): size --prompt-tokens exactly as the server "
-        "counts (needs the `tokenizers` package); without it, sizes are calibrated from the server's usage",
-    )
-
-
 def prompt_source(environment):
     """The process's one prompt source (its users share the length calibration), made on first use."""
     source = getattr(environment, "chat_prompts", None)

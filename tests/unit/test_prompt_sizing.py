@@ -4,7 +4,6 @@ BPE with only ~300 tokens splits every word into several."""
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
 from pathlib import Path
@@ -14,32 +13,12 @@ import pytest
 from slabench.errors import UserError
 from slabench.prompts import _VOCAB, SyntheticPrompts, TokenizerSizer, UsageSizer, synthetic_text
 from slabench.tokens import ChatTokenizer, estimate_tokens
-
-TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
-)
+from tests.tokenizer_helpers import build_coarse_tokenizer
 
 
 @pytest.fixture(scope="module")
 def coarse_tokenizer(tmp_path_factory) -> Path:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    d = tmp_path_factory.mktemp("coarse")
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    special = ["<unk>", "<s>", "</s>", "<|user|>", "<|assistant|>"]
-    trainer = trainers.BpeTrainer(
-        vocab_size=300, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    rng = random.Random(0)
-    tok.train_from_iterator([synthetic_text(40, rng) for _ in range(200)], trainer)
-    tok.save(str(d / "tokenizer.json"))
-    (d / "tokenizer_config.json").write_text(
-        json.dumps({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "chat_template": TEMPLATE})
-    )
-    return d
+    return build_coarse_tokenizer(tmp_path_factory.mktemp("coarse"))
 
 
 def test_the_tokenizer_counts_the_templated_request_like_the_server(coarse_tokenizer):
