@@ -3,24 +3,58 @@
     locust -f locustfiles/chat_replay.py --headless -u 8 -t 30s          # embedded simulator
     locust -f locustfiles/chat_replay.py --host http://127.0.0.1:8000 --prompts prompts.jsonl
 
-Prompts: synthetic ones of --prompt-tokens tokens, or a JSONL file given with --prompts.
+Prompts: synthetic ones of --prompt-tokens tokens as the server counts them (exactly with --tokenizer DIR, the
+served model's folder; else calibrated from the server's usage as it answers), or a JSONL file given with --prompts.
 """
 
-from locust import task
+import logging
 
+from locust import events, task
+
+from slabench.errors import UserError
 from slabench.locust_plugin import LLMUser, install
-from slabench.prompts import FilePrompts, SyntheticPrompts
+from slabench.prompts import FilePrompts, SyntheticPrompts, TokenizerSizer, UsageSizer
 
 install()
+
+
+def prompt_source(environment):
+    """The process's one prompt source (its users share the length calibration), made on first use."""
+    source = getattr(environment, "chat_prompts", None)
+    if source is None:
+        o = environment.parsed_options
+        if o.prompts:
+            source = FilePrompts(o.prompts)
+        elif getattr(o, "tokenizer", ""):
+            from slabench.tokens import ChatTokenizer
+
+            source = SyntheticPrompts(o.prompt_tokens, TokenizerSizer(ChatTokenizer(o.tokenizer)))
+        else:
+            source = SyntheticPrompts(o.prompt_tokens, UsageSizer())
+        environment.chat_prompts = source
+    return source
+
+
+@events.init.add_listener
+def _prompts(environment, **_):
+    """A bad --prompts or --tokenizer is one line and exit 3 at start, before any request."""
+    if environment.parsed_options is None:
+        return
+    try:
+        prompt_source(environment)
+    except UserError as e:
+        logging.getLogger("slabench").error("slabench: %s", e)
+        raise SystemExit(UserError.exit_code) from None
 
 
 class ChatReplayUser(LLMUser):
     def on_start(self) -> None:
         super().on_start()
-        o = self.environment.parsed_options
-        self.prompts = FilePrompts(o.prompts) if o.prompts else SyntheticPrompts(o.prompt_tokens)
+        self.prompts = prompt_source(self.environment)
 
     @task
     def chat(self) -> None:
         prompt = self.prompts.next(self.rng)
-        self.request(self.body(messages=prompt.messages, max_tokens=prompt.max_tokens), item_id=prompt.item_id)
+        record = self.request(self.body(messages=prompt.messages, max_tokens=prompt.max_tokens), item_id=prompt.item_id)
+        if record is not None and record.token_source == "server":
+            self.prompts.observe(prompt, record.prompt_tokens)

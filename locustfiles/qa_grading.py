@@ -10,16 +10,31 @@ the shape hands it, rebuilt from its seed ahead of its due time.
 
 The request names its call in the OpenAI `user` field, which real servers ignore and the simulator's grading mode
 uses to answer at a set accuracy (`--sim-grading-accuracy`).
+
+With `--qa-resize on`, transcripts are sized in the served model's tokens (`slabench.workload.sizing`): with
+`--tokenizer DIR` measured on the golden transcripts, else learned from the server's usage as it answers (a no-op
+against the simulator).
 """
 
+import logging
 import random
 
 from locust import events, task
 
+from slabench.errors import UserError
 from slabench.locust_plugin import LLMUser, install
 from slabench.openloop import current_item, current_prepared
 from slabench.sim.grading import user_tag
-from slabench.workload import QueueItem, build_item, build_messages, item_ref, load_golden, load_settings, score_answer
+from slabench.workload import (
+    QueueItem,
+    build_messages,
+    item_ref,
+    load_golden,
+    load_settings,
+    prompt_tokens,
+    score_answer,
+)
+from slabench.workload.sizing import AsBuilt, TokenizerScale, UsageScale
 
 install()
 
@@ -35,6 +50,25 @@ def _options(parser):
     )
     g.add_argument("--qa-max-tokens", type=int, default=0, help="max_tokens (default: the workload's, 2048)")
     g.add_argument("--dataset-dir", default="datasets", help="the retail dataset (golden calls, queues, manifest)")
+    g.add_argument(
+        "--qa-resize",
+        choices=["off", "on"],
+        default="off",
+        help="on: resize transcripts to their length in the served model's tokens (measured with --tokenizer, else "
+        "learned from the server's usage); off: send the dataset's calls as they are",
+    )
+
+
+@events.init.add_listener
+def _sizing(environment, **_):
+    """A bad --tokenizer is one line and exit 3 at start, before any request."""
+    if environment.parsed_options is None:
+        return
+    try:
+        token_scale(environment)
+    except UserError as e:
+        logging.getLogger("slabench").error("slabench: %s", e)
+        raise SystemExit(UserError.exit_code) from None
 
 
 class GoldenCalls:
@@ -64,11 +98,12 @@ class QAGradingUser(LLMUser):
         self.golden: GoldenCalls = self.environment.qa_golden
         self.task_name = o.qa_task
         self.max_tokens = o.qa_max_tokens or self.golden.max_tokens
+        self.scale = token_scale(self.environment)
 
     @classmethod
     def prepare_item(cls, item, environment):
         """Open loop: rebuild the queue item's call and its prompt before it is due (the shape calls this)."""
-        call = build_item(QueueItem(item.index, item.account, item.offset_s, item.seed, item.kind))
+        call = token_scale(environment).build(QueueItem(item.index, item.account, item.offset_s, item.seed, item.kind))
         return call, build_messages(call, environment.parsed_options.qa_task)
 
     @task
@@ -76,7 +111,7 @@ class QAGradingUser(LLMUser):
         if current_item() is not None:
             item, messages = current_prepared()
         else:
-            item = self.golden.draw(self.rng)
+            item = self.scale.build(self.golden.draw(self.rng))
             messages = build_messages(item, self.task_name)
         body = self.body(
             messages=messages,
@@ -84,9 +119,29 @@ class QAGradingUser(LLMUser):
             user=user_tag(self.task_name, item_ref(item)),
             temperature=0,
         )
-        self.request(
+        record = self.request(
             body,
             grade=lambda text: score_answer(text, item, self.task_name).record_fields(self.task_name),
             account=item.account,
             item_id=item.item_id,
         )
+        if record is not None and record.token_source == "server" and record.prompt_tokens:
+            estimate = prompt_tokens(item, self.task_name)
+            self.scale.observe(estimate - item.transcript_tokens, item.transcript_tokens, record.prompt_tokens)
+
+
+def token_scale(environment):
+    """The process's one transcript scale (`slabench.workload.sizing`), made on first use."""
+    scale = getattr(environment, "qa_token_scale", None)
+    if scale is None:
+        o = environment.parsed_options
+        if getattr(o, "qa_resize", "off") == "off":
+            scale = AsBuilt()
+        elif getattr(o, "tokenizer", ""):
+            from slabench.tokens import ChatTokenizer
+
+            scale = TokenizerScale(ChatTokenizer(o.tokenizer), load_golden(o.dataset_dir))
+        else:
+            scale = UsageScale()
+        environment.qa_token_scale = scale
+    return scale

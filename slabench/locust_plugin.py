@@ -113,6 +113,12 @@ def add_options(parser: Any) -> None:
     g.add_argument("--ignore-eos", action="store_true", default=False, help="ask vLLM to always produce max_tokens")
     g.add_argument("--prompt-tokens", type=int, default=512, help="synthetic prompt length (chat replay user)")
     g.add_argument("--prompts", default="", help="JSONL file of chat requests to replay instead of synthetic ones")
+    g.add_argument(
+        "--tokenizer",
+        default="",
+        help="the served model's folder (tokenizer.json, chat template): size prompts as the server counts them "
+        "(needs the `tokenizers` package); without it, synthetic sizes are calibrated from the server's usage",
+    )
     g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     g.add_argument("--insecure", action="store_true", default=False, help="skip TLS certificate verification")
     g.add_argument(

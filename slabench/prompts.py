@@ -1,9 +1,21 @@
-"""Prompt sources for the generic chat replay user: synthetic N-token prompts, or a JSONL file of chat requests."""
+"""Prompt sources for the generic chat replay user: synthetic N-token prompts, or a JSONL file of chat requests.
+
+Synthetic prompts are sized so that the *server* counts N prompt tokens (its `usage.prompt_tokens`, chat template
+included), not the project's estimator:
+- with the served model's tokenizer (`--tokenizer DIR`, `TokenizerSizer`): counted exactly, as the server counts;
+- without it (`UsageSizer`): calibrated from the server's own counts: after each answered request, the ratio of its
+  `prompt_tokens` to the estimator's count of what was sent; the next prompts aim at N ÷ the median ratio of the
+  last ones. The first request goes out at N estimator tokens.
+Records keep the server's count: it is the truth, the target is only what was aimed at.
+"""
 
 from __future__ import annotations
 
 import json
 import random
+import statistics
+import threading
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -23,10 +35,13 @@ class Prompt:
     messages: list[dict]
     item_id: str | None = None
     max_tokens: int | None = None
+    estimate_tokens: int | None = None  # synthetic: the estimator's count of the content sent
 
 
 class PromptSource(Protocol):
     def next(self, rng: random.Random) -> Prompt: ...
+
+    def observe(self, prompt: Prompt, server_prompt_tokens: int | None) -> None: ...
 
 
 def synthetic_text(n_tokens: int, rng: random.Random) -> str:
@@ -34,12 +49,103 @@ def synthetic_text(n_tokens: int, rng: random.Random) -> str:
     return " ".join(rng.choice(_VOCAB) for _ in range(n_tokens))
 
 
+class PromptSizer(Protocol):
+    def content(self, n_tokens: int, rng: random.Random) -> str:
+        """A user message for which the server counts about `n_tokens` prompt tokens."""
+
+    def observe(self, estimate_tokens: int, server_prompt_tokens: int) -> None:
+        """The server counted `server_prompt_tokens` for a message of `estimate_tokens` estimator tokens."""
+
+
+class UsageSizer:
+    """Aims at N server tokens through the server's own counts (see the module doc). Shared by a process's users."""
+
+    def __init__(self, window: int = 32) -> None:
+        self._ratios: deque[float] = deque(maxlen=window)
+        self._lock = threading.Lock()
+
+    @property
+    def ratio(self) -> float:
+        """Server tokens per estimator token (1.0 until the server has answered)."""
+        with self._lock:
+            return statistics.median(self._ratios) if self._ratios else 1.0
+
+    def content(self, n_tokens: int, rng: random.Random) -> str:
+        return synthetic_text(max(1, round(n_tokens / self.ratio)), rng)
+
+    def observe(self, estimate_tokens: int, server_prompt_tokens: int) -> None:
+        if estimate_tokens > 0 and server_prompt_tokens > 0:
+            with self._lock:
+                self._ratios.append(server_prompt_tokens / estimate_tokens)
+
+
+class TokenizerSizer:
+    """N server tokens, counted with the served model's tokenizer and chat template (`ChatTokenizer`): words until
+    the count is reached, then the last few swapped for pieces (words, letters, digits) whose costs fill the gap
+    exactly. Space-separated pieces cost what they cost alone (the tokenizer splits at spaces first), and every
+    result is counted again."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.overhead = tokenizer.count([{"role": "user", "content": ""}])  # the template around the message
+        self._cost = {w: tokenizer.count_text(" " + w) for w in _VOCAB}  # a piece keeps its leading space
+        pieces = list(_VOCAB) + list("abcdefghijklmnopqrstuvwxyz0123456789")
+        self._by_cost: dict[int, list[str]] = {}
+        for w in pieces:
+            self._by_cost.setdefault(tokenizer.count_text(" " + w), []).append(w)
+
+    def content(self, n_tokens: int, rng: random.Random) -> str:
+        target = max(1, n_tokens - self.overhead)
+        words: list[str] = []
+        total = 0
+        while total < target:
+            w = rng.choice(_VOCAB)
+            words.append(w)
+            total += self._cost[w]
+        count = self._count(words)
+        for _ in range(8):  # a few rounds of: drop words until at or below the target, then fill the gap exactly
+            if count == target:
+                break
+            while count > target and len(words) > 1:
+                words.pop()
+                count = self._count(words)
+            words += self._fill(target - count, rng)
+            count = self._count(words)
+        return " ".join(words)
+
+    def _fill(self, gap: int, rng: random.Random) -> list[str]:
+        """Pieces whose costs sum to `gap` (fewest pieces; none if no combination does)."""
+        if gap <= 0:
+            return []
+        best: list[list[int] | None] = [[]] + [None] * gap  # best[g]: costs summing to g
+        for g in range(1, gap + 1):
+            for c in self._by_cost:
+                if c <= g and best[g - c] is not None and (best[g] is None or len(best[g - c]) + 1 < len(best[g])):
+                    best[g] = [*best[g - c], c]
+        return [rng.choice(self._by_cost[c]) for c in best[gap] or []]
+
+    def _count(self, words: list[str]) -> int:
+        return self.tokenizer.count_text(" ".join(words))
+
+    def observe(self, estimate_tokens: int, server_prompt_tokens: int) -> None:
+        pass  # the tokenizer is the server's: nothing to learn
+
+
 @dataclass(frozen=True)
 class SyntheticPrompts:
     prompt_tokens: int = 512
+    sizer: PromptSizer | None = None  # None: the estimator's count (what the embedded simulator counts)
 
     def next(self, rng: random.Random) -> Prompt:
-        return Prompt([{"role": "user", "content": synthetic_text(self.prompt_tokens, rng)}])
+        from slabench.tokens import estimate_tokens
+
+        text = self.sizer.content(self.prompt_tokens, rng) if self.sizer else synthetic_text(self.prompt_tokens, rng)
+        return Prompt([{"role": "user", "content": text}], estimate_tokens=estimate_tokens(text))
+
+    def observe(self, prompt: Prompt, server_prompt_tokens: int | None) -> None:
+        """Feed the server's count of an answered prompt back to the sizer."""
+        if self.sizer is not None and server_prompt_tokens and prompt.estimate_tokens:
+            self.sizer.observe(prompt.estimate_tokens, server_prompt_tokens)
 
 
 class FilePrompts:
@@ -69,3 +175,6 @@ class FilePrompts:
 
     def next(self, rng: random.Random) -> Prompt:
         return rng.choice(self.prompts)
+
+    def observe(self, prompt: Prompt, server_prompt_tokens: int | None) -> None:
+        pass  # a file's prompts are what they are

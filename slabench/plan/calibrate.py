@@ -46,6 +46,8 @@ class MeasuredRun:
     users: int
     mix: Mix  # the OK requests in the order they were sent
     figures: dict[str, float]
+    ttft_s: np.ndarray  # per request, in send order
+    decode_s_per_token: np.ndarray  # (end − first token) / (output tokens − 1), per request
     in_flight: list[tuple[float, float, list[tuple[float, int, int]]]] = field(default_factory=list)
 
     @property
@@ -119,7 +121,14 @@ def read_run(path: Path) -> MeasuredRun:
         "throughput_rps": len(ok) / span,
         "output_tokens_per_s": sum(output) / span,
     }
-    run = MeasuredRun(str(path.parent if path.name.startswith("records.") else path), int(level), mix, figures)
+    run = MeasuredRun(
+        str(path.parent if path.name.startswith("records.") else path),
+        int(level),
+        mix,
+        figures,
+        ttft_s=np.array([r.first_token - r.sent for r in ok]),
+        decode_s_per_token=np.array([(r.end - r.first_token) / max(r.completion_tokens - 1, 1) for r in ok]),
+    )
     run.in_flight = _kv_samples(path, ok)
     return run
 
@@ -225,15 +234,12 @@ def _step(x: np.ndarray) -> StepTime:
 def initial_guess(runs: list[MeasuredRun]) -> StepTime:
     """From the run with the fewest users: TTFT ≈ overhead + per token × prompt; the rest of a request ≈ per
     output token × (overhead + per sequence + per context token × context)."""
-    from slabench.sinks import read_records
-
     run = min(runs, key=lambda r: r.users)
-    recs = [r for r in read_records(_run_files(Path(run.source))[0]) if r.outcome == "ok" and r.completion_tokens]
-    p = np.array([r.prompt_tokens for r in recs], float)
-    ttft = np.array([r.first_token - r.sent for r in recs])
+    p = run.mix.prompt_tokens.astype(float)
+    ttft = run.ttft_s
     a, o = np.polyfit(p, ttft, 1) if len(set(p)) > 1 else (ttft.mean() / p.mean(), 0.0)
-    per_out = np.array([(r.end - r.first_token) / max(r.completion_tokens - 1, 1) for r in recs])
-    ctx = p + np.array([r.completion_tokens for r in recs]) / 2
+    per_out = run.decode_s_per_token
+    ctx = p + run.mix.output_tokens / 2
     c, base = np.polyfit(ctx, per_out, 1) if len(set(ctx)) > 1 else (0.0, per_out.mean())
     overhead = max(min(base, max(o, 1e-4)), 1e-4)
     return StepTime(

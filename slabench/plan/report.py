@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -151,7 +152,7 @@ def table(plan: Plan) -> Group:
             continue
         p = a.answer.prediction
         b = a.binding
-        margin = f"{b.margin:.1%} ({b.check.name})" if b and b.margin is not None else "—"
+        margin = f"{b.margin:.2%} ({b.check.name})" if b and b.margin is not None else "—"
         t.add_row(
             a.gpu.name,
             itype,
@@ -183,7 +184,7 @@ def plot_png(plan: Plan) -> bytes:
         if p.prediction.complete and p.prediction.figures.get("ttft_p95") not in (None, math.inf)
     ]
     top = max(finite + ([ttft.target] if ttft else [])) * 3 if finite else 10.0
-    for r in plan.sorted_rows():
+    for k, r in enumerate(plan.sorted_rows()):
         probes = r.answer.probes
         if not probes:
             continue
@@ -196,10 +197,22 @@ def plot_png(plan: Plan) -> bytes:
             ax.scatter(stopped, [top] * len(stopped), marker="^", color=line.get_color(), s=30, zorder=4)
         if r.answer.replicas is not None:
             ax.axvline(r.answer.replicas, color=line.get_color(), lw=0.8, ls=":")
+            ax.annotate(
+                str(r.answer.replicas),
+                (r.answer.replicas, top),
+                color=line.get_color(),
+                fontsize=8,
+                xytext=(2, -12 - 11 * k),
+                textcoords="offset points",
+            )
     if ttft:
         ax.axhline(ttft.target, color="0.3", ls="--", lw=1, label=f"target {ttft.target:g} s")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):  # plain numbers, not 10^x
+        axis.set_major_formatter(ScalarFormatter())
+        axis.set_minor_formatter(ScalarFormatter())
+    ax.tick_params(axis="both", which="minor", labelsize=7)
     ax.set_xlabel("replicas")
     ax.set_ylabel("predicted TTFT p95 (s)")
     ax.set_title("TTFT p95 vs replicas (▲: stopped early, a check already missed; dotted: the answer)", fontsize=9)

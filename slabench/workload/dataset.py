@@ -264,11 +264,16 @@ def load_queue(
     return items
 
 
-def build_item(item: QueueItem | GradingItem, settings: WorkloadSettings | None = None) -> GradingItem:
-    """The call behind a queue item, rebuilt from its seed (a golden call is returned as it is)."""
+def build_item(
+    item: QueueItem | GradingItem, settings: WorkloadSettings | None = None, token_scale: float = 1.0
+) -> GradingItem:
+    """The call behind a queue item, rebuilt from its seed (a golden call is returned as it is, unless `token_scale`
+    asks for its transcript sized in a model's tokens: then it too is rebuilt from its seed)."""
     if isinstance(item, GradingItem):
-        return item
-    return generate_call(settings or load_settings(), item.account, item.seed, item.item_id)
+        if token_scale == 1.0:
+            return item
+        return generate_call(settings or load_settings(), item.account, item.seed, item.item_id, token_scale)
+    return generate_call(settings or load_settings(), item.account, item.seed, item.item_id, token_scale)
 
 
 def item_ref(item: QueueItem | GradingItem) -> str:

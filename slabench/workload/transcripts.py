@@ -601,12 +601,27 @@ def _render(turns, duration_s: float) -> tuple[str, dict[int, int]]:
     return "\n".join(lines), evidence
 
 
-def generate_call(settings: WorkloadSettings, account_key: str, seed: int, item_id: str) -> GradingItem:
-    account = settings.account(account_key)
-    rng = random.Random(seed)
+def _length(settings: WorkloadSettings, account: Account, rng: random.Random) -> tuple[float, float]:
+    """The call's minutes and its transcript's length target in tokens: the seed's first draws."""
     lo, hi = settings.call_minutes_clip
     minutes = _clip(rng.lognormvariate(math.log(account.minutes_median), account.minutes_log_sd), lo, hi)
-    target = minutes * account.tokens_per_minute * rng.lognormvariate(0.0, settings.transcript_jitter_log_sd)
+    return minutes, minutes * account.tokens_per_minute * rng.lognormvariate(0.0, settings.transcript_jitter_log_sd)
+
+
+def length_target(settings: WorkloadSettings, account_key: str, seed: int) -> float:
+    """The transcript length (tokens) the call behind (account, seed) aims at."""
+    return _length(settings, settings.account(account_key), random.Random(seed))[1]
+
+
+def generate_call(
+    settings: WorkloadSettings, account_key: str, seed: int, item_id: str, token_scale: float = 1.0
+) -> GradingItem:
+    """The call behind (account, seed). `token_scale` is a model's tokens per estimator token on this text: the
+    transcript's length target is then met in the model's tokens (1.0: the estimator's, as the dataset is built)."""
+    account = settings.account(account_key)
+    rng = random.Random(seed)
+    minutes, target = _length(settings, account, rng)
+    target /= token_scale
     ctx = sample_context(settings, account, rng)
     s = sample_scores(settings, ctx, rng)
     it = P.INTENTS[ctx.intent]
@@ -629,7 +644,7 @@ def generate_call(settings: WorkloadSettings, account_key: str, seed: int, item_
             blocks.insert(_int(rng, 0, len(blocks)), b)
     hold_s = sum(t[4] for t in turns)
     # a call with more to say than its sampled length took longer
-    duration_s = max(minutes * 60, hold_s + used / (account.tokens_per_minute / 60))
+    duration_s = max(minutes * 60, hold_s + used * token_scale / (account.tokens_per_minute / 60))
     transcript, evidence = _render(turns, duration_s)
 
     rubric = account.items

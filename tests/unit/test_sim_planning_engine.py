@@ -155,3 +155,40 @@ def test_stretches_skip_steps_for_the_driver():
     assert done.generation_tokens == 2000
     assert engine.steps_total == 2000
     assert visits < 40
+
+
+MEASURED = """kind: gpu
+name: measured
+source: "a test: a calibrated step time"
+step_time: {overhead_ms: 10, per_sequence_us: 100, per_token_us: 50, per_context_token_ns: 20, per_attention_pair_ns: 1}
+engine: {num_gpu_blocks_override: 2000, max_model_len: 4096, stream_interval: 1000000000}
+"""
+
+
+def test_a_measured_step_time_is_the_linear_formula(tmp_path):
+    """A prompt of 100 tokens, 3 output tokens, alone: the prefill step is 10 ms + 100 µs (one request) + 100 × 50 µs
+    + 5,050 pairs × 1 ns + 100 context tokens × 20 ns; each decode step 10 ms + 100 µs + 50 µs + (p + 1) × (1 + 20)
+    ns for a context of p tokens."""
+    (tmp_path / "m.yaml").write_text(MEASURED)
+    cfg = load_profile(tmp_path / "m.yaml")
+    prefill = 0.010 + 100e-6 + 100 * 50e-6 + 5050 * 1e-9 + 100 * 20e-9
+    decode = [0.010 + 100e-6 + 50e-6 + (p + 1) * 21e-9 for p in (100, 101)]
+    for engine in (VllmEngine(cfg), PlanningEngine(cfg)):
+        drive(engine, [(0.0, SimRequest("r", 100, 3, 3))])
+        (done,) = engine.pop_finished()
+        assert done.ttft == pytest.approx(prefill, rel=1e-12)
+        assert done.e2e == pytest.approx(prefill + sum(decode), rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_same_lives_with_a_measured_step_time(tmp_path, seed):
+    (tmp_path / "m.yaml").write_text(MEASURED)
+    cfg = load_profile(tmp_path / "m.yaml")
+    arrivals = workload(seed, 200, 30.0)
+    ref, fast = VllmEngine(cfg), PlanningEngine(cfg)
+    drive(ref, arrivals), drive(fast, arrivals)
+    assert ref.num_preemptions_total > 0  # 2,000 blocks: the cache is tight
+    assert close(
+        sorted(fast.pop_finished(), key=lambda r: r.request_id), sorted(ref.pop_finished(), key=lambda r: r.request_id)
+    )
+    assert close(fast.stats(), ref.stats())

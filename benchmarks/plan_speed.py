@@ -1,0 +1,68 @@
+"""How long does `slabench plan` take for every built-in GPU profile on the default burst? Prints wall and CPU time.
+
+Runs `slabench plan` as a user does (a fresh process, the example contract, the 20,000-request burst, all built-in
+profiles, 2 worker processes), twice by default: once with an empty length cache (the 20,000 calls rebuilt from their
+seeds, a one-time cost per dataset) and once warm. The machine's load average is printed with each figure: on a
+shared machine the wall time stretches while the CPU time stays.
+
+    python benchmarks/plan_speed.py [--warm-only] [--balancer round-robin|least-outstanding] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_plan(cache: str, out: str, balancer: str, jobs: int) -> tuple[float, float, dict]:
+    env = {**os.environ, "XDG_CACHE_HOME": cache}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    res = subprocess.run(
+        [sys.executable, "-m", "slabench", "plan", "--out", out, "--balancer", balancer, "--jobs", str(jobs)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if res.returncode not in (0, 2):
+        sys.exit(f"slabench plan failed ({res.returncode}):\n{res.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, json.loads((Path(out) / "plan.json").read_text())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--warm-only", action="store_true", help="skip the cold run (lengths cache already built)")
+    ap.add_argument("--balancer", default="round-robin", choices=("round-robin", "least-outstanding"))
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = os.environ.get("XDG_CACHE_HOME", "") if args.warm_only else str(Path(tmp) / "cache")
+        rounds = ["warm"] if args.warm_only else ["cold", "warm"]
+        for name in rounds:
+            load = os.getloadavg()[0]
+            wall, cpu, plan = run_plan(
+                cache or str(Path.home() / ".cache"), str(Path(tmp) / name), args.balancer, args.jobs
+            )
+            print(
+                f"{name}: {wall:.1f} s wall, {cpu:.1f} s CPU (load average {load:.1f} at start, {os.cpu_count()} CPUs)"
+            )
+        for p in plan["profiles"]:
+            fleets = len(p["probes"])
+            print(f"  {p['gpu']:<26} replicas {p['replicas']!s:>5}  {fleets} fleets  {p['search_seconds']:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

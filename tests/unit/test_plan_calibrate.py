@@ -1,0 +1,118 @@
+"""`slabench calibrate`'s parts: reading measured runs, the model profile from a config.json, and the fit — which,
+given runs the simulator itself produced with a known step time, must reproduce them and predict the levels it was
+not shown."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from slabench.errors import UserError
+from slabench.plan.calibrate import MeasuredRun, fit, gpu_profile, model_from_config, read_run, simulate
+from slabench.plan.workload import Mix
+from slabench.record import RequestRecord
+from slabench.sim.profiles import EngineOptions, StepTime
+from slabench.sinks import open_sink
+
+TRUE = StepTime(overhead_ms=6.0, per_sequence_us=300.0, per_token_us=90.0, per_context_token_ns=40.0)
+OPTIONS = EngineOptions(num_gpu_blocks_override=20000, max_num_seqs=64, max_num_batched_tokens=2048)
+
+
+def tiny_model(tmp_path):
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "hidden_size": 256,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 4,
+                "intermediate_size": 512,
+                "vocab_size": 4096,
+                "tie_word_embeddings": True,
+                "max_position_embeddings": 8192,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
+    return model_from_config(tmp_path)
+
+
+def test_the_model_profile_from_a_config(tmp_path):
+    m = tiny_model(tmp_path)
+    # per layer: q, k, v, o = 4 × 256 × 256; the MLP 3 × 256 × 512; tied embeddings 4096 × 256
+    assert m.params_b * 1e9 == pytest.approx(2 * (4 * 256 * 256 + 3 * 256 * 512) + 4096 * 256)
+    assert (m.num_layers, m.num_kv_heads, m.head_dim, m.max_model_len) == (2, 4, 64, 8192)
+
+
+def synthetic_runs(model, levels, n=40) -> list[MeasuredRun]:
+    """Runs 'measured' on a server whose step time is TRUE: the simulator's own figures."""
+    rng = np.random.default_rng(5)
+    prompt = rng.integers(200, 3000, n)
+    output = rng.integers(16, 128, n)
+    mix = Mix(prompt, output, np.zeros(n, dtype=np.int64), tuple(f"r{i}" for i in range(n)), 128, "synthetic")
+    truth = gpu_profile("truth", TRUE, OPTIONS, "test")
+    runs = []
+    for users in levels:
+        run = MeasuredRun(
+            f"level {users}",
+            users,
+            mix,
+            {},
+            ttft_s=TRUE.overhead_ms * 1e-3 + prompt * TRUE.per_token_us * 1e-6,  # what level 1 shows, roughly
+            decode_s_per_token=np.full(n, (TRUE.overhead_ms * 1e-3 + 4e-4)),
+        )
+        run.figures = simulate(run, truth, model)
+        runs.append(run)
+    return runs
+
+
+def test_the_fit_reproduces_the_runs_and_predicts_higher_levels(tmp_path):
+    model = tiny_model(tmp_path)
+    runs = synthetic_runs(model, (1, 2, 4))
+    result = fit(runs, model, OPTIONS, iterations=80)
+    for run, sim in result.rows:
+        for k in ("ttft_p50", "e2e_p50", "throughput_rps"):
+            assert sim[k] == pytest.approx(run.figures[k], rel=0.03), (run.users, k)
+    fitted = gpu_profile("fit", result.step, OPTIONS, "test")
+    for run in synthetic_runs(model, (8, 16)):
+        predicted = simulate(run, fitted, model)
+        assert predicted["throughput_rps"] == pytest.approx(run.figures["throughput_rps"], rel=0.05), run.users
+        assert predicted["ttft_p50"] == pytest.approx(run.figures["ttft_p50"], rel=0.10), run.users
+
+
+def record(i: int, sent: float, prompt: int = 500, out: int = 20, **kw) -> RequestRecord:
+    first = sent + 0.1
+    end = first + 0.01 * (out - 1)
+    fields = dict(
+        run_id="r", request_id=f"q{i}", user_id=f"local/{i % 2}", stage_level=2, sent=sent, first_token=first,
+        last_token=end, end=end, chunk_times=tuple(first + 0.01 * k for k in range(out)), prompt_tokens=prompt,
+        completion_tokens=out, token_source="server", max_tokens=out, wall_sent=1e9 + sent, item_id=f"p{i % 3}",
+    )  # fmt: skip
+    return RequestRecord(**{**fields, **kw})
+
+
+def write(tmp_path, records) -> None:
+    sink = open_sink(tmp_path / "records.jsonl")
+    sink.write(records)
+    sink.close()
+
+
+def test_a_measured_run_is_read_in_send_order_with_its_figures(tmp_path):
+    write(tmp_path, [record(i, sent=0.3 * i) for i in reversed(range(10))])
+    run = read_run(tmp_path / "records.jsonl")
+    assert run.users == 2 and run.requests == 10
+    assert run.figures["ttft_p50"] == pytest.approx(0.1)
+    assert run.figures["throughput_rps"] == pytest.approx(10 / (2.7 + 0.1 + 0.19))
+    # a prompt sent again (same item id) is one the server's prefix cache holds whole
+    assert list(run.mix.prefix_tokens[:4]) == [500, 500, 500, 500] and run.mix.accounts[3] == "item/p0"
+
+
+def test_runs_calibrate_cannot_use_are_refused(tmp_path):
+    write(tmp_path, [record(i, sent=0.3 * i) for i in range(3)])
+    with pytest.raises(UserError, match="3 answered request"):
+        read_run(tmp_path / "records.jsonl")
+    write(tmp_path, [record(i, sent=0.3 * i, token_source="estimate") for i in range(6)])
+    with pytest.raises(UserError, match="not the server's usage"):
+        read_run(tmp_path / "records.jsonl")

@@ -1,0 +1,83 @@
+"""The workload's transcripts sized in the served model's tokens, with the model's tokenizer or learned from the
+server's usage. The tokenizer splits every word into several tokens: far from the estimator the dataset is built
+with. Only the neutral talk can be resized, so the short calls stay over their length (sizing.py's limit): the
+median error must shrink, not reach ±2 %."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from slabench.tokens import ChatTokenizer
+from slabench.workload import QueueItem, build_item, build_messages, load_golden, load_queue
+from slabench.workload import prompt_tokens as estimated_prompt
+from slabench.workload.sizing import TokenizerScale, UsageScale
+from tests.tokenizer_helpers import build_coarse_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory) -> ChatTokenizer:
+    return ChatTokenizer(build_coarse_tokenizer(tmp_path_factory.mktemp("coarse")))
+
+
+@pytest.fixture(scope="module")
+def queue() -> list[QueueItem]:
+    return load_queue("datasets", "burst")[:5000:250]  # 20 calls across the queue
+
+
+def _without_transcript(call):
+    import dataclasses
+
+    return dataclasses.replace(call, transcript="")
+
+
+def ratios(tok, built, sized) -> list[float]:
+    """Server count ÷ the call's stated length: the prompt's fixed part (template, system prompt, user prefix) as
+    the server counts it + the transcript length the dataset states."""
+    out = []
+    for b, z in zip(built, sized, strict=True):
+        fixed = tok.count(build_messages(_without_transcript(b), "verbose"))
+        out.append(tok.count(build_messages(z, "verbose")) / (fixed + b.transcript_tokens))
+    return out
+
+
+def median_error(values: list[float]) -> float:
+    return abs(statistics.median(values) - 1)
+
+
+def test_with_the_tokenizer_the_lengths_come_closer(tok, queue):
+    built = [build_item(q) for q in queue]
+    as_built = ratios(tok, built, built)
+    assert median_error(as_built) > 0.2  # the estimator's sizes, counted by this tokenizer: far off
+    scale = TokenizerScale(tok, load_golden("datasets"))
+    assert scale.value > 2
+    sized = ratios(tok, built, [scale.build(q) for q in queue])
+    assert median_error(sized) < median_error(as_built) - 0.05, (as_built, sized)
+
+
+def test_from_usage_the_scale_is_learned_like_the_tokenizers(tok, queue):
+    """The server (here: the tokenizer) answers the dataset's calls; its counts against the estimator's parts give
+    nearly the tokenizer's own scale."""
+    scale = UsageScale()
+    for call in load_golden("datasets")[::20]:  # 13 calls, every account
+        fixed = estimated_prompt(call, "verbose") - call.transcript_tokens
+        scale.observe(fixed, call.transcript_tokens, tok.count(build_messages(call, "verbose")))
+    assert scale.value == pytest.approx(TokenizerScale(tok, load_golden("datasets")).value, rel=0.1)
+
+
+def test_against_a_server_counting_like_the_estimator_nothing_is_rebuilt():
+    scale = UsageScale()
+    golden = load_golden("datasets")[:8]
+    for call in golden:
+        estimate = estimated_prompt(call, "verbose")
+        scale.observe(estimate - call.transcript_tokens, call.transcript_tokens, estimate)
+    assert scale.value == 1.0
+    assert scale.build(golden[0]) is golden[0]
+
+
+def test_a_resized_call_keeps_its_ground_truth(queue):
+    call = build_item(queue[0])
+    bigger = build_item(queue[0], token_scale=0.5)  # a model with half as many tokens: twice the estimator's
+    assert bigger.scores == call.scores and bigger.autofail == call.autofail and bigger.passed == call.passed
+    assert bigger.transcript_tokens > 1.6 * call.transcript_tokens
