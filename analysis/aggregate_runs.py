@@ -36,6 +36,7 @@ from analysis.columns import RunArrays, read_table, run_arrays
 from analysis.figures import Slo, metric_values, quantile_of
 from analysis.stats import CONFIDENCE, MIN_SAMPLES, PERCENTILE_METHOD, min_samples_for, spread
 from slabench.errors import UserError
+from slabench.files import read_text
 
 SCHEMA_VERSION = 1
 RECORD_FILES = ("records.jsonl", "records.parquet")
@@ -195,7 +196,7 @@ def _read_json(p: Path) -> dict | None:
     if not p.exists():
         return None
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(read_text(p))
     except ValueError as e:
         raise UserError(f"{p}: not valid JSON ({e}); was it edited by hand?") from None
 
@@ -225,8 +226,13 @@ def discover(run_dir: Path, warmup_s: float | None, warnings: list[str]) -> tupl
     for level, ldir in _int_dirs(run_dir):
         for repeat, rdir in _int_dirs(ldir):
             manifest = _read_json(rdir / "manifest.json")
-            status = (manifest or {}).get("status", "complete")
             where = f"{level}/{repeat}"
+            if manifest is None and _records_file(rdir) is not None:
+                raise UserError(
+                    f"{rdir / 'manifest.json'}: missing, so whether run {where} finished is unknown; re-run it with "
+                    f"`slabench sweep --config <its config> --resume {run_dir}`, or remove {rdir}"
+                )
+            status = (manifest or {}).get("status", "complete")
             if status != "complete":
                 warnings.append(f"run {where} left out: its manifest says {status!r} (re-run with --resume)")
                 continue

@@ -15,10 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
-import pyarrow.parquet as pq
 
 from slabench.errors import UserError
-from slabench.sinks import ARROW_SCHEMA, read_records
+from slabench.sinks import ARROW_SCHEMA, read_parquet, read_records
 
 COLUMNS = [
     "run_id",
@@ -55,7 +54,7 @@ def read_table(path: str | Path) -> pa.Table:
     if not p.exists():
         raise UserError(f"{p}: no such records file")
     if p.suffix == ".parquet":
-        return pq.read_table(p, columns=COLUMNS, schema=ARROW_SCHEMA)
+        return read_parquet(p, columns=COLUMNS)
     if p.stat().st_size == 0:
         return READ_SCHEMA.empty_table()
     try:

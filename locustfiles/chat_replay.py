@@ -9,7 +9,7 @@ Prompts: synthetic ones of --prompt-tokens tokens, or a JSONL file given with --
 from locust import task
 
 from slabench.locust_plugin import LLMUser, install
-from slabench.prompts import FilePrompts, SyntheticPrompts
+from slabench.prompts import prompt_source
 
 install()
 
@@ -17,8 +17,7 @@ install()
 class ChatReplayUser(LLMUser):
     def on_start(self) -> None:
         super().on_start()
-        o = self.environment.parsed_options
-        self.prompts = FilePrompts(o.prompts) if o.prompts else SyntheticPrompts(o.prompt_tokens)
+        self.prompts = prompt_source(self.environment)
 
     @task
     def chat(self) -> None:

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from slabench.errors import UserError
+from slabench.files import read_text
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -67,12 +68,7 @@ def format_validation_error(err: ValidationError, source: str, lines: dict[tuple
 def load_yaml(path: str | Path) -> tuple[Any, dict[tuple, int]]:
     """Parse a YAML file; return its data and a path→line index. Raises UserError with the line on syntax errors."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{p}: file not found") from None
-    except OSError as e:
-        raise UserError(f"{p}: cannot read ({e.strerror})") from None
+    text = read_text(p)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)

@@ -6,9 +6,10 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from slabench.errors import UserError
+from slabench.files import read_text
 
 _VOCAB = (
     "order refund return warranty exchange delivery package invoice receipt customer agent account store card "
@@ -50,9 +51,9 @@ class FilePrompts:
         self.prompts: list[Prompt] = []
         p = Path(path)
         try:
-            lines = p.read_text(encoding="utf-8").splitlines()
-        except OSError as e:
-            raise UserError(f"--prompts {p}: cannot read ({e.strerror})") from None
+            lines = read_text(p).splitlines()
+        except UserError as e:
+            raise UserError(f"--prompts {e}") from None
         for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -69,3 +70,15 @@ class FilePrompts:
 
     def next(self, rng: random.Random) -> Prompt:
         return rng.choice(self.prompts)
+
+
+def prompt_source(environment: Any) -> PromptSource:
+    """The run's prompts (--prompts FILE, else synthetic --prompt-tokens), read once per process: every user shares
+    them, and a bad file is found once (at start on the master or local runner), not by every user."""
+    opts = environment.parsed_options
+    key = (opts.prompts, opts.prompt_tokens)
+    cached = getattr(environment, "slabench_prompts", None)
+    if cached is None or cached[0] != key:
+        source = FilePrompts(opts.prompts) if opts.prompts else SyntheticPrompts(opts.prompt_tokens)
+        environment.slabench_prompts = cached = (key, source)
+    return cached[1]

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from slabench.errors import UserError
+from slabench.files import read_text
 from slabench.record import _FIELDS, RequestRecord
 
 FLUSH_INTERVAL_S = 1.0
@@ -130,6 +131,17 @@ def open_sink(path: str | Path) -> RecordSink:
     raise UserError(f"--records {p}: use a .jsonl or .parquet path")
 
 
+def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """A Parquet records file or directory; a damaged one is a UserError naming it."""
+    try:
+        return pq.read_table(path, columns=columns, schema=ARROW_SCHEMA)
+    except (pa.ArrowException, OSError) as e:
+        raise UserError(
+            f"{path}: not a readable Parquet records file ({str(e).splitlines()[0][:120]}); was it cut short or "
+            "overwritten? Re-run, or point at another records file"
+        ) from None
+
+
 def read_records(path: str | Path) -> list[RequestRecord]:
     """Read records from a .jsonl file or a .parquet file/directory. A JSONL file cut mid-line by a killed run
     loses only that last partial line; any other bad line is an error naming the line."""
@@ -137,10 +149,10 @@ def read_records(path: str | Path) -> list[RequestRecord]:
     if not p.exists():
         raise UserError(f"{p}: no such records file")
     if p.suffix == ".parquet":
-        rows = pq.read_table(p, schema=ARROW_SCHEMA).to_pylist()
+        rows = read_parquet(p).to_pylist()
         return [RequestRecord.from_dict(r) for r in rows]
     out = []
-    lines = p.read_text(encoding="utf-8").split("\n")
+    lines = read_text(p, cut_tail=True).split("\n")
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue

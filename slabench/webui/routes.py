@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,8 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
+from slabench.client import parse_base_url
+from slabench.errors import UserError
 from slabench.record import RequestRecord
 from slabench.webui import server_metrics, tab
 from slabench.webui.live import DEFAULT_WINDOW_S, LiveAggregator, Series, series_point
@@ -331,10 +333,36 @@ def _extend_response(view: LiveView, response: Response) -> None:
             response.set_data(body.replace(b"</body>", EMBED_TAG + b"</body>", 1))
 
 
+def _check_swarm_host(environment: Environment, base: str) -> Callable[[], Any]:
+    """Locust's start form sets the target from its host field as it is: an emptied or malformed one would start a
+    run of users that can only fail. Refuse the start instead, with the reason shown in the UI."""
+
+    def check() -> Any:
+        if request.method != "POST" or request.path != f"{base}/swarm" or "host" not in request.form:
+            return None
+        host = str(request.form["host"]).strip()
+        problem = None
+        if not host:
+            problem = "the host field is empty: give the server's URL, e.g. http://127.0.0.1:8000"
+        else:
+            try:
+                parse_base_url(host)
+            except UserError as e:
+                problem = str(e).replace("--host", "host", 1)
+        if problem is None:
+            return None
+        log.error("slabench: not started: %s", problem)
+        return jsonify({"success": False, "message": f"Not started: {problem}", "host": environment.host})
+
+    return check
+
+
 def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     web_ui = web_ui or getattr(environment, "web_ui", None)
     if runner is None or web_ui is None or isinstance(runner, WorkerRunner):
         return
+    web_base = getattr(environment.parsed_options, "web_base_path", "") or ""
+    web_ui.app.before_request(_check_swarm_host(environment, web_base))
     hub = getattr(environment, "slabench", None)
     listeners = getattr(hub, "listeners", None)
     if hub is None or listeners is None:
