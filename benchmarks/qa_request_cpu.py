@@ -11,7 +11,7 @@ Parts, measured in this one process with `time.process_time()` (CPU, not wall cl
 - stream: send it and read the streamed answer with the real client (`StreamingClient.send`), against the simulator
   in its own process (grading mode: ~1,000 tokens of JSON answer, one SSE chunk per token, usage on every chunk);
 - score: parse and score the answer (`score_answer(...).record_fields`) and put the fields on the record;
-- record: what the worker does with a record (`to_dict`, its spool line, the batch for the master).
+- record: what the worker does with a record (the live view's TTFT / mean ITL / TPOT, `to_dict`, its spool line).
 
 The stream part runs `--concurrency` requests at once, as a busy worker does (per-chunk wake-ups included); the
 others run one after another. Figures are µs of CPU per request; "total" is their sum.
@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from locustfiles.qa_grading import QAGradingUser  # noqa: E402
+from slabench import metrics  # noqa: E402
 from slabench.client import RecordMeta, StreamingClient, Target, chat_body  # noqa: E402
 from slabench.openloop import OpenLoopItem  # noqa: E402
 from slabench.sim.grading import user_tag  # noqa: E402
@@ -140,6 +141,7 @@ def main() -> int:
 
     def record_all():
         for r in scored:
+            metrics.ttft(r), metrics.mean_itl(r), metrics.tpot(r)  # the live view's figures (fire_locust_events)
             row = r.to_dict()
             json.dumps(row, separators=(",", ":"))  # the spool line; the batch ships `row` itself (msgpack)
 

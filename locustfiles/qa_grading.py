@@ -20,7 +20,9 @@ import logging
 import random
 
 from locust import events, task
+from locust.runners import WorkerRunner
 
+from slabench.distributed import fail_at_start
 from slabench.errors import UserError
 from slabench.locust_plugin import LLMUser, install
 from slabench.openloop import current_item, current_prepared
@@ -71,6 +73,24 @@ def _sizing(environment, **_):
         raise SystemExit(UserError.exit_code) from None
 
 
+@events.init.add_listener
+def _check_dataset(environment, runner, **_):
+    """The golden calls are read once per process; on the master or local runner at start, so a bad --dataset-dir is
+    one line (exit 3) before any load, not an error in every user."""
+    if runner is None or isinstance(runner, WorkerRunner) or environment.parsed_options is None:
+        return
+    try:
+        golden_calls(environment)
+    except UserError as e:
+        fail_at_start(environment, UserError(f"--dataset-dir {environment.parsed_options.dataset_dir}: {e}"))
+
+
+def golden_calls(environment) -> "GoldenCalls":
+    if getattr(environment, "qa_golden", None) is None:  # once per process
+        environment.qa_golden = GoldenCalls(environment.parsed_options.dataset_dir)
+    return environment.qa_golden
+
+
 class GoldenCalls:
     """The golden calls grouped by account, drawn with the accounts' queue shares as weights."""
 
@@ -93,9 +113,7 @@ class QAGradingUser(LLMUser):
     def on_start(self) -> None:
         super().on_start()
         o = self.environment.parsed_options
-        if getattr(self.environment, "qa_golden", None) is None:  # once per process
-            self.environment.qa_golden = GoldenCalls(o.dataset_dir)
-        self.golden: GoldenCalls = self.environment.qa_golden
+        self.golden: GoldenCalls = golden_calls(self.environment)
         self.task_name = o.qa_task
         self.max_tokens = o.qa_max_tokens or self.golden.max_tokens
         self.scale = token_scale(self.environment)

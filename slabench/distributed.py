@@ -10,15 +10,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import socket
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import gevent
+import locust.runners
+import psutil
 from locust.runners import STATE_INIT, MasterRunner
 
-from slabench.errors import ExitCode
+from slabench.errors import ExitCode, UserError
 
 log = logging.getLogger("slabench")
 LOCUST_DEFAULT_PORT = 5557
@@ -82,3 +86,31 @@ def watch_worker_join(environment: Any, timeout: float) -> None:
         gevent.get_hub().handle_system_error(SystemExit, SystemExit(int(ExitCode.INCOMPLETE)))
 
     gevent.spawn(watch)
+
+
+def fail_at_start(environment: Any, error: UserError) -> NoReturn:
+    """Bad input found while Locust starts (init, before any load): one line, the forked workers stopped, exit 3."""
+    log.error("slabench: %s", error)
+    stop_forked_workers(environment)
+    raise SystemExit(error.exit_code)
+
+
+def stop_forked_workers(environment: Any) -> None:
+    """With --processes, Locust has already forked the workers when init runs, and does not stop them when the
+    master exits early (they would wait for it): terminate them. They are this process's children running the same
+    command line (the embedded simulator is a child too, with another command line)."""
+    if not getattr(environment.parsed_options, "processes", None):
+        return
+    me = psutil.Process()
+    argv = me.cmdline()
+    for child in me.children():
+        with contextlib.suppress(psutil.Error):
+            if child.cmdline() == argv:
+                child.send_signal(signal.SIGTERM)
+
+
+def set_missing_after(seconds: float) -> None:
+    """Locust's master counts down a worker's liveness once a second from HEARTBEAT_LIVENESS and marks it missing
+    below zero (after ~LIVENESS + 1 s without a heartbeat). Locust has no option for it; the module value is read
+    each time a worker joins or sends a heartbeat."""
+    locust.runners.HEARTBEAT_LIVENESS = max(1, round(seconds) - 1)

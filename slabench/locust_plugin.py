@@ -37,8 +37,9 @@ from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterR
 from slabench import metrics, provenance
 from slabench.accounting import Tally, incomplete_reasons, reconcile, server_received
 from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url, redact
-from slabench.distributed import install_port_defaults, watch_worker_join
+from slabench.distributed import fail_at_start, install_port_defaults, set_missing_after, watch_worker_join
 from slabench.errors import ExitCode, UserError
+from slabench.files import check_output
 from slabench.heartbeat import HeartbeatThread, worker_state
 from slabench.locust_scrape import stop_scrape
 from slabench.master_watch import MasterWatch
@@ -89,6 +90,9 @@ def usage_errors_exit_3(parser: Any) -> None:
             raise
 
     parser.error = error
+
+
+SHIP_SLICE = 200  # worker: records per message
 
 
 def add_options(parser: Any) -> None:
@@ -149,6 +153,13 @@ def add_options(parser: Any) -> None:
         help="worker: stop the load when the connection to the master has been down this many seconds",
     )
     g.add_argument(
+        "--worker-missing-after",
+        type=float,
+        default=10.0,
+        help="master: mark a worker missing after this many seconds without a heartbeat (Locust's own is ~4 s; "
+        "workers send heartbeats from their own thread, so a longer silence is a dead or frozen process)",
+    )
+    g.add_argument(
         "--worker-join-timeout",
         type=float,
         default=60.0,
@@ -175,6 +186,36 @@ def check_records_path(records: str, run_id: str, append: bool) -> None:
             f"--records {path}: already holds records of an earlier run — give a new path, or --append to add this "
             "run to it"
         )
+
+
+def check_options(environment: Environment) -> None:
+    """The slabench options' ranges, the --records path and the --prompts file; raises UserError naming the option."""
+    o = environment.parsed_options
+    for name, value, least in (
+        ("--max-tokens", o.max_tokens, 1),
+        ("--prompt-tokens", o.prompt_tokens, 1),
+    ):
+        if value < least:
+            raise UserError(f"{name} {value}: must be at least {least}")
+    for name, value in (
+        ("--connect-timeout", o.connect_timeout),
+        ("--stall-timeout", o.stall_timeout),
+        ("--request-timeout", o.request_timeout),
+        ("--master-lost-timeout", o.master_lost_timeout),
+        ("--worker-missing-after", o.worker_missing_after),
+    ):
+        if not value > 0:
+            raise UserError(f"{name} {value:g}: must be more than 0 seconds")
+    users = getattr(o, "num_users", None)
+    if o.headless and environment.shape_class is None and users is not None and users < 1:
+        raise UserError(f"-u {users}: a run needs at least 1 user (-u 1 or more), or a load shape")
+    if o.records:
+        p = Path(o.records)
+        if p.suffix not in (".jsonl", ".ndjson", ".parquet"):
+            raise UserError(f"--records {p}: use a .jsonl or .parquet path")
+        check_output(p, "--records", is_dir=p.suffix == ".parquet")
+    else:
+        check_output(Path("runs"), "--records (default runs/<run-id>/records.jsonl)", is_dir=True)
 
 
 def new_run_id() -> str:
@@ -340,7 +381,11 @@ class RecordHub:
         request start is in the spool already)."""
         if self.batch or self.inflight:
             batch, self.batch = self.batch, []
-            self._send(MSG_RECORDS, {"records": batch, "inflight": list(self.inflight.values())})
+            # in slices: the master decodes a message in one go, and its heartbeat handling waits meanwhile
+            for i in range(0, len(batch) - SHIP_SLICE, SHIP_SLICE):
+                self._send(MSG_RECORDS, {"records": batch[i : i + SHIP_SLICE]})
+            tail = batch[(max(0, len(batch) - 1) // SHIP_SLICE) * SHIP_SLICE :]
+            self._send(MSG_RECORDS, {"records": tail, "inflight": list(self.inflight.values())})
 
     def _send(self, kind: str, data: Any) -> None:
         try:
@@ -460,7 +505,8 @@ class RecordHub:
                     continue
                 rows = data["records"]
                 self.received += len(rows)
-                self.inflight_seen[node] = data.get("inflight", [])
+                if "inflight" in data:  # the last slice of a batch says what is in flight
+                    self.inflight_seen[node] = data["inflight"]
                 step = slice_size or len(rows) or 1
                 for i in range(0, len(rows), step):
                     self._store([RequestRecord.from_dict(d) for d in rows[i : i + step]])
@@ -779,27 +825,26 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     environment.slabench = hub
     if isinstance(runner, WorkerRunner):
         return
-    opts = environment.parsed_options
-    try:
+    try:  # every option and input file now, once, before any load (workers get the master's options)
+        check_options(environment)
+        opts = environment.parsed_options
         check_records_path(opts.records, opts.run_id, opts.append)
     except UserError as e:
-        log.error("slabench: %s", e)
-        raise SystemExit(UserError.exit_code) from None
+        fail_at_start(environment, e)
     watch_worker_join(environment, environment.parsed_options.worker_join_timeout)
+    set_missing_after(environment.parsed_options.worker_missing_after)
     if environment.host:
         try:
             parse_base_url(environment.host)
         except UserError as e:
-            log.error("slabench: %s", e)
-            raise SystemExit(UserError.exit_code) from None
+            fail_at_start(environment, e)
         return
     if any(getattr(u, "host", None) for u in environment.user_classes):
         return
     try:
         hub.simulator, environment.host = start_simulator(environment.parsed_options)
     except UserError as e:
-        log.error("slabench: %s", e)
-        raise SystemExit(UserError.exit_code) from None
+        fail_at_start(environment, e)
     log.info("slabench: no --host given; embedded simulator at %s", environment.host)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from slabench.errors import UserError
+from slabench.files import read_text
 
 _VOCAB = (
     "order refund return warranty exchange delivery package invoice receipt customer agent account store card "
@@ -156,9 +157,9 @@ class FilePrompts:
         self.prompts: list[Prompt] = []
         p = Path(path)
         try:
-            lines = p.read_text(encoding="utf-8").splitlines()
-        except OSError as e:
-            raise UserError(f"--prompts {p}: cannot read ({e.strerror})") from None
+            lines = read_text(p).splitlines()
+        except UserError as e:
+            raise UserError(f"--prompts {e}") from None
         for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue

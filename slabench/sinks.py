@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from slabench.errors import UserError
-from slabench.record import _FIELDS, SCHEMA_VERSION, RecordError, RequestRecord
+from slabench.files import read_text
+from slabench.record import _FIELDS, RecordError, RequestRecord
 
 FLUSH_INTERVAL_S = 1.0
 
@@ -138,6 +139,17 @@ def has_records(path: str | Path) -> bool:
     return p.is_file() and p.stat().st_size > 0
 
 
+def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """A Parquet records file or directory; a damaged one is a UserError naming it."""
+    try:
+        return pq.read_table(path, columns=columns, schema=ARROW_SCHEMA)
+    except (pa.ArrowException, OSError) as e:
+        raise UserError(
+            f"{path}: not a readable Parquet records file ({str(e).splitlines()[0][:120]}); was it cut short or "
+            "overwritten? Re-run, or point at another records file"
+        ) from None
+
+
 def read_records(path: str | Path) -> list[RequestRecord]:
     """Read records from a .jsonl file or a .parquet file/directory. A JSONL file cut mid-line by a killed run
     loses only that last partial line; any other bad line, and a record of another schema, is an error naming the
@@ -146,13 +158,10 @@ def read_records(path: str | Path) -> list[RequestRecord]:
     if not p.exists():
         raise UserError(f"{p}: no such records file")
     if p.suffix == ".parquet":
-        try:
-            rows = pq.read_table(p, schema=ARROW_SCHEMA).to_pylist()
-        except pa.ArrowException as e:
-            raise UserError(f"{p}: columns are not slabench request records version {SCHEMA_VERSION} ({e})") from None
+        rows = read_parquet(p).to_pylist()
         return [_record(r, f"{p}: record {i}") for i, r in enumerate(rows, 1)]
     out = []
-    lines = p.read_text(encoding="utf-8").split("\n")
+    lines = read_text(p, cut_tail=True).split("\n")
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue

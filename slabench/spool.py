@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from slabench.errors import UserError
+from slabench.files import read_text
 from slabench.record import ErrorCategory, Outcome, RequestRecord
 
 BEGAN = "began"
@@ -79,12 +80,8 @@ def read_journal(path: str | Path) -> JournalContents:
     """A journal (or a plain records .jsonl, which is a journal without `began` lines). A last line cut by the kill
     is skipped; any other unreadable line is an error naming the file and line."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise UserError(f"{p}: cannot read ({e.strerror})") from None
     out = JournalContents()
-    lines = data.split(b"\n")
+    lines = read_text(p, cut_tail=True).split("\n")
     for n, raw in enumerate(lines, 1):
         if not raw.strip():
             continue

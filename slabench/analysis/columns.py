@@ -17,12 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
-import pyarrow.parquet as pq
 
 from slabench.errors import UserError
 from slabench.record import RequestRecord
 from slabench.schema import RECORD
-from slabench.sinks import ARROW_SCHEMA, read_records
+from slabench.sinks import ARROW_SCHEMA, read_parquet, read_records
 
 COLUMNS = [
     "run_id",
@@ -80,7 +79,7 @@ def read_table(path: str | Path) -> pa.Table:
         raise UserError(f"{p}: no such records file")
     try:
         if p.suffix == ".parquet":
-            table = pq.read_table(p, columns=COLUMNS + CHECK_COLUMNS, schema=ARROW_SCHEMA)
+            table = read_parquet(p, columns=COLUMNS + CHECK_COLUMNS)
         elif p.stat().st_size == 0:
             return READ_SCHEMA.empty_table().select(COLUMNS)
         else:

@@ -12,6 +12,7 @@ from typing import Any
 
 from slabench import yamlio
 from slabench.errors import UserError
+from slabench.files import read_text
 from slabench.weights.s3 import S3Url, parse_s3_url
 
 SERVING_CHART = "vllm-serving"
@@ -104,6 +105,12 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
         _existing_file(f, "--serving-values/--locust-values")
     _existing_file(plan.sla, "--sla")
     _existing_file(plan.sweep, "--sweep")
+    # read every input now (text, YAML), before helm or the cluster is asked anything
+    load_values_files(plan.serving_values_files)
+    load_values_files(plan.locust_values_files)
+    for f in (plan.sla, plan.sweep):
+        if f is not None:
+            read_text(f)
     if plan.kind == "sweep" and plan.sweep is None:
         raise UserError("--sweep: a sweep run needs the sweep config file (--kind sweep --sweep sweep.yaml)")
     if plan.sla is None and not _values_mention(plan.locust_values_files, "config"):
@@ -237,9 +244,9 @@ def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str |
     # One run id for the records, the S3 prefix and the report (a sweep names its directory with it).
     _put(v, "headless.extraArgs", ["--run-id" if plan.kind == "burst" else "--sweep-id", plan.run_id])
     if plan.sla:
-        _put(v, "config.sla", plan.sla.read_text(encoding="utf-8"))
+        _put(v, "config.sla", read_text(plan.sla))
     if plan.sweep:
-        _put(v, "config.sweep", plan.sweep.read_text(encoding="utf-8"))
+        _put(v, "config.sweep", read_text(plan.sweep))
     if plan.run_results:
         _put(v, "results.s3Uri", f"{plan.run_results}/")
     return v

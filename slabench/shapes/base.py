@@ -11,20 +11,18 @@ picker) or by name with ``--shape steps|burst|rate|diurnal`` when several shape 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import signal
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import psutil
 from locust import LoadTestShape, events
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
+from slabench.distributed import fail_at_start
 from slabench.errors import UserError
 from slabench.locust_plugin import install as install_plugin
 from slabench.locust_plugin import refresh_loop_clock
@@ -485,23 +483,7 @@ def _on_init(environment: Any, runner: Any, **_: Any) -> None:
             shape.plan_for(environment)  # bad options fail here, before any load
             refresh_loop_clock()  # building the plan took a while
     except UserError as e:
-        log.error("slabench: %s", e)
-        _stop_forked_workers(environment)
-        raise SystemExit(UserError.exit_code) from None
-
-
-def _stop_forked_workers(environment: Any) -> None:
-    """With --processes, Locust has already forked the workers when init runs, and does not stop them when the
-    master exits early (they would wait 60 s for its heartbeat): terminate them. They are this process's children
-    running the same command line (the embedded simulator is a child too, with another command line)."""
-    if not getattr(environment.parsed_options, "processes", None):
-        return
-    me = psutil.Process()
-    argv = me.cmdline()
-    for child in me.children():
-        with contextlib.suppress(psutil.Error):
-            if child.cmdline() == argv:
-                child.send_signal(signal.SIGTERM)
+        fail_at_start(environment, e)
 
 
 def _runtime(environment: Any, method: str) -> None:

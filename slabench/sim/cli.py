@@ -112,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--{name} must be ≥ 0 (got {getattr(args, name)})")
     if args.output_tokens < 1 or args.stream_interval < 1:
         raise UserError("--output-tokens and --stream-interval must be ≥ 1")
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port {args.port}: must be between 0 and 65535 (0 picks a free port)")
     if not 0 <= args.nice <= 19:
         raise UserError(f"--nice {args.nice}: must be between 0 and 19")
     if args.nice:

@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from slabench.errors import UserError
+from slabench.files import check_output
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -202,6 +203,8 @@ def _report(
     from slabench.analysis.cliff import CliffOptions
     from slabench.analysis.report import print_console, write_report
 
+    out_dir = Path(out) if out else (run_dir if run_dir.is_dir() else run_dir.parent)
+    check_output(out_dir, "--out", is_dir=True)  # before reading every record, not after
     cliff = CliffOptions(**analysis.cliff.model_dump()) if analysis is not None else None
     if slo is None and analysis is not None and analysis.slo is not None:
         slo = {k: v for k, v in analysis.slo.model_dump().items() if v is not None}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
+from slabench.client import parse_base_url
 from slabench.errors import UserError
 from slabench.record import RequestRecord
 from slabench.run_status import MeasurementPolicy, saturation_reasons
@@ -362,6 +363,28 @@ def _before_swarm(environment: Environment, web_ui: Any) -> Any:
             return refuse_used_records()
         return None
 
+
+def _check_swarm_host(environment: Environment, base: str) -> Callable[[], Any]:
+    """Locust's start form sets the target from its host field as it is: an emptied or malformed one would start a
+    run of users that can only fail. Refuse the start instead, with the reason shown in the UI."""
+
+    def check() -> Any:
+        if request.method != "POST" or request.path != f"{base}/swarm" or "host" not in request.form:
+            return None
+        host = str(request.form["host"]).strip()
+        problem = None
+        if not host:
+            problem = "the host field is empty: give the server's URL, e.g. http://127.0.0.1:8000"
+        else:
+            try:
+                parse_base_url(host)
+            except UserError as e:
+                problem = str(e).replace("--host", "host", 1)
+        if problem is None:
+            return None
+        log.error("slabench: not started: %s", problem)
+        return jsonify({"success": False, "message": f"Not started: {problem}", "host": environment.host})
+
     return check
 
 
@@ -369,6 +392,8 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
     web_ui = web_ui or getattr(environment, "web_ui", None)
     if runner is None or web_ui is None or isinstance(runner, WorkerRunner):
         return
+    web_base = getattr(environment.parsed_options, "web_base_path", "") or ""
+    web_ui.app.before_request(_check_swarm_host(environment, web_base))
     hub = getattr(environment, "slabench", None)
     listeners = getattr(hub, "listeners", None)
     if hub is None or listeners is None:

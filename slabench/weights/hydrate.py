@@ -85,6 +85,8 @@ def hydrate(
 
     client = make_client(endpoint_url, region, max_pool=settings.concurrency + 4)
     manifest_url = source.child(MANIFEST_NAME)
+    if progress != "none":
+        say(f"hydrate: reading the manifest {manifest_url} from S3{f' at {endpoint_url}' if endpoint_url else ''}")
     raw = get_bytes(client, manifest_url)
     if raw is None:
         raise UserError(

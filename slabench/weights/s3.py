@@ -58,6 +58,14 @@ def region_from_env(explicit: str | None = None) -> str | None:
     return explicit or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
 
 
+# An endpoint that accepts connections and never answers must fail in well under a minute, not after 5 × 120 s:
+# S3 answers a request's first byte in milliseconds, so 10 s without a byte (per read, also mid-transfer) is a dead
+# endpoint, and 3 tries bound the wait at ~35 s with the retry back-off.
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 10.0
+MAX_ATTEMPTS = 3
+
+
 def make_client(endpoint_url: str | None = None, region: str | None = None, max_pool: int = 10) -> Any:
     """An S3 client from the default credential chain, with a connection pool sized for parallel transfers."""
     import boto3
@@ -65,9 +73,9 @@ def make_client(endpoint_url: str | None = None, region: str | None = None, max_
 
     config = Config(
         max_pool_connections=max_pool,
-        retries={"max_attempts": 5, "mode": "standard"},
-        connect_timeout=10,
-        read_timeout=120,
+        retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+        connect_timeout=CONNECT_TIMEOUT_S,
+        read_timeout=READ_TIMEOUT_S,
     )
     # A private session: boto3's default session is shared state and not safe across threads.
     session = boto3.session.Session()
@@ -87,6 +95,11 @@ def describe_error(exc: BaseException, url: S3Url | str) -> UserError | None:
         return UserError(
             f"{url}: no AWS credentials found — set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, "
             "or run with an IRSA service account"
+        )
+    if isinstance(exc, bx.ReadTimeoutError | bx.ConnectTimeoutError):
+        return OperationFailed(
+            f"{url}: no answer from the S3 endpoint ({exc.kwargs.get('endpoint_url') or 'AWS'}) in "
+            f"{READ_TIMEOUT_S:g} s, {MAX_ATTEMPTS} tries — check --endpoint-url / AWS_ENDPOINT_URL and the network"
         )
     if isinstance(exc, bx.ConnectionError | bx.HTTPClientError):
         return OperationFailed(f"{url}: cannot reach the S3 endpoint ({exc}) — check the network, AWS_ENDPOINT_URL")

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from slabench.errors import UserError
+from slabench.files import check_output
 from slabench.workload.accounts import load_settings
 from slabench.workload.dataset import (
     build_item,
@@ -54,6 +55,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     seed = settings.seed if args.seed is None else args.seed
     if seed < 0:
         raise UserError(f"--seed: must be a non-negative integer (got {seed})")
+    check_output(args.out, "--out", is_dir=True)
     files = write_dataset(args.out, settings, seed)
     for name, data in files.items():
         print(f"wrote {Path(args.out) / name} ({len(data):,} bytes)")
@@ -75,6 +77,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     d = resolve_dir(args.dir)
     if args.limit is not None and args.limit <= 0:
         raise UserError(f"--limit: must be a positive number of items (got {args.limit})")
+    if args.plot:
+        check_output(args.plot, "--plot")  # before the work, not after it
     queues = {kind: load_queue(d, kind, settings) for kind in QUEUE_KINDS}
     golden = load_golden(d, settings)
     items = queues[args.queue]

@@ -19,6 +19,7 @@ from tests.locust_run import ROOT, scrape
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
 RECEIVED = "slabench_sim_requests_received_total"
+MISSING_SOON = ("--worker-missing-after", "4")  # Locust's own allowance: these tests freeze or kill a worker
 
 
 def start_cluster(url, tmp_path, workers, run_time, spool, worker_spools=None, extra=()):
@@ -59,7 +60,7 @@ def status_of(tmp_path):
 
 def test_a_killed_worker_is_accounted_exactly_from_its_spool(simulator, tmp_path):
     url = simulator("--ttft", "0.05", "--itl", "0.02", "--output-tokens", "50")  # ~1 s per request
-    master, workers = start_cluster(url, tmp_path, 3, "14s", tmp_path / "spool")
+    master, workers = start_cluster(url, tmp_path, 3, "14s", tmp_path / "spool", extra=MISSING_SOON)
     try:
         wait_for_requests(url, 12)
         time.sleep(1)
@@ -97,7 +98,9 @@ def test_a_killed_worker_on_another_host_is_reconciled_with_the_servers_count(si
     and the rest of the gap stated from the server's request counter."""
     url = simulator("--ttft", "0.02", "--itl", "0.01", "--output-tokens", "30")  # ~0.3 s per request
     spools = [tmp_path / "w0", tmp_path / "w1"]
-    master, workers = start_cluster(url, tmp_path, 2, "10s", tmp_path / "spool", worker_spools=spools)
+    master, workers = start_cluster(
+        url, tmp_path, 2, "10s", tmp_path / "spool", worker_spools=spools, extra=MISSING_SOON
+    )
     try:
         wait_for_requests(url, 12)
         time.sleep(1)
@@ -132,7 +135,7 @@ def test_a_paused_worker_that_comes_back_is_not_double_counted(simulator, tmp_pa
     """SIGSTOP for longer than Locust's heartbeat allowance stands in for a worker too busy to send heartbeats:
     the master marks it missing; when it comes back, its requests are counted once and the run is complete."""
     url = simulator("--ttft", "0.02", "--itl", "0.01", "--output-tokens", "30")
-    master, workers = start_cluster(url, tmp_path, 2, "16s", tmp_path / "spool")
+    master, workers = start_cluster(url, tmp_path, 2, "16s", tmp_path / "spool", extra=MISSING_SOON)
     try:
         wait_for_requests(url, 12)
         workers[0].send_signal(signal.SIGSTOP)
@@ -165,7 +168,7 @@ def test_a_paused_open_loop_worker_keeps_its_items_once_each(simulator, tmp_path
     argv = [sys.executable, "-m", "locust", "-f", "locustfiles/chat_replay.py,shapes/burst.py", "--headless"]
     argv += ["--only-summary", "--host", url, "--burst-queue", str(queue), "--records", str(tmp_path / "r.jsonl")]
     argv += ["--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", port]
-    argv += ["--spool-dir", str(tmp_path / "spool"), "--prompt-tokens", "16"]
+    argv += ["--spool-dir", str(tmp_path / "spool"), "--prompt-tokens", "16", *MISSING_SOON]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_requests(url, 40)

@@ -17,6 +17,10 @@ from slabench.sinks import read_records
 from tests.locust_run import ROOT, run_locust, scrape
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
+# A run that must make requests is bounded by a request count, not a short -t: on a busy machine a 1-second run may
+# not get a request in (the time bound is only a safety net).
+WITH_STOP = f"{LOCUSTFILE},slabench/sweep/locust_stage.py"
+UNTIL_3_RECORDS = ("-u", "1", "--stop-after-requests", "3", "-t", "60s")
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "20")
 
 
@@ -171,13 +175,10 @@ def test_wrong_api_key_is_classified(simulator, tmp_path):
     records_path = tmp_path / "r.jsonl"
     res = run_locust(
         "-f",
-        LOCUSTFILE,
+        WITH_STOP,
         "--host",
         url,
-        "-u",
-        "1",
-        "-t",
-        "1s",
+        *UNTIL_3_RECORDS,
         "--model",
         "slabench-sim",
         "--records",
@@ -203,13 +204,10 @@ def test_a_server_that_is_not_openai_compatible(tmp_path):
         records_path = tmp_path / "r.jsonl"
         res = run_locust(
             "-f",
-            LOCUSTFILE,
+            WITH_STOP,
             "--host",
             f"http://127.0.0.1:{port}",
-            "-u",
-            "1",
-            "-t",
-            "1s",
+            *UNTIL_3_RECORDS,
             "--records",
             str(records_path),
         )

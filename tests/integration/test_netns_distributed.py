@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
 SUBNET = "10.213.77"  # a /24 that exists only inside the test's namespaces
 NODES = {"master": 1, "w1": 2, "w2": 3, "sim": 4}
-MASTER_PORT = 5557
+MASTER_PORT = 15557  # not Locust's default: the namespaces are private, but no test of ours relies on 5557
 SIM_PORT = 8000
 
 

@@ -170,7 +170,7 @@ def test_a_lost_worker_leaves_a_record_for_each_of_its_items(simulator, tmp_path
     common = [sys.executable, "-m", "locust", "-f", FILES, "--spool-dir", str(tmp_path / "spool")]
     master_argv = [*common, "--master", "--headless", "--only-summary", "--expect-workers", "2", "--host", url]
     master_argv += ["--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--burst-queue", str(queue)]
-    master_argv += ["--records", str(records_path), "--prompt-tokens", "16"]
+    master_argv += ["--records", str(records_path), "--prompt-tokens", "16", "--worker-missing-after", "4"]
     master = subprocess.Popen(
         master_argv,
         cwd=ROOT,
