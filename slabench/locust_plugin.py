@@ -639,8 +639,11 @@ class RecordHub:
         accounting = self.status.accounting or {}
         if accounting.get("server_received") is not None:
             log.info("slabench: server: %s", accounting["note"])
-        reasons = self.status.reasons() + saturation_reasons(self.status.saturation, MeasurementPolicy())
-        reasons = [r for r in reasons if not (self.stop_reason and self.stop_reason in r)]  # logged when it stopped
+        # Saturation is shown here and judged by the contract when grading (--sla: no PASS, exit 4); on its own it does
+        # not change the exit code. What the run lacks (lost workers, requests not sent, nothing answered) does.
+        for reason in saturation_reasons(self.status.saturation, MeasurementPolicy()):
+            log.warning("slabench: measurement incomplete: %s", reason)
+        reasons = [r for r in self.status.reasons() if not (self.stop_reason and self.stop_reason in r)]
         if reasons:
             log.error("slabench: the run is incomplete (exit %d): %s", ExitCode.INCOMPLETE, "; ".join(reasons))
             if self.env.process_exit_code in (None, 0, 1, 2):

@@ -39,7 +39,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from slabench import provenance
-from slabench.errors import UserError
+from slabench.errors import ExitCode, UserError
 from slabench.schema import SWEEP, SWEEP_RUN, FileSchema
 from slabench.sim.cli import EMBEDDED_NICE
 from slabench.sweep.config import SweepConfig
@@ -435,7 +435,9 @@ class SweepRunner:
             records=records,
             connect_errors=connect,
         )
-        if proc.returncode != 0:
+        if proc.returncode == ExitCode.INCOMPLETE:  # the run finished; why it is incomplete is in its run_status.json
+            self.console.print(f"level {run.level} repeat {run.repeat}: {_last_line(rdir / 'locust.log')}")
+        elif proc.returncode != 0:
             manifest["status"] = "failed"
             write_json(rdir / "manifest.json", manifest)
             raise UserError(
