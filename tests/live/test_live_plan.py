@@ -139,7 +139,7 @@ def test_profile_calibrated_on_low_levels_predicts_higher_ones(vllm: VllmServer,
     queue.write_text("offset_s,prompt_tokens,output_tokens\n" + "".join(f"{i * 0.05:.2f},600,64\n" for i in range(200)))
     sla = tmp_path / "sla.yaml"
     sla.write_text(
-        "name: cpu\nload: {scenario: q}\ndeployment: {instance_type: c7i.xlarge}\n"
+        "name: cpu\nload: {scenario: q}\ndeployment: {instance_type: g6.xlarge}\n"
         "targets:\n  ttft_p95_s: {max: 1.0}\n  e2e_p95_s: {max: 5.0}\n"
     )
     res = slabench(
