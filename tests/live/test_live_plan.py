@@ -3,10 +3,10 @@ and 4 predicts levels 8 and 16 it never saw, and synthetic prompts come out at t
 them.
 
 The aim was throughput within 15 % and TTFT p50 within 25 %; on this shared 2-core machine it was met in one session
-of four (docs/plan.md: throughput −22…+15 %, TTFT p50 −51…−3 % at 8 and 16 users; the same level measured twice
+of five (docs/plan.md: throughput −22…+15 %, TTFT p50 −51…−3 % at 8 and 16 users; the same level measured twice
 differed by up to 30 %). Each level runs twice, the fit uses both repeats of levels 1, 2 and 4, and the held-out
 levels are judged on the mean of their repeats. At 16 users the engine, vLLM's API server and Locust contend for two
-cores, which the engine model does not see; TTFT suffers most. The test holds what four sessions showed: throughput
+cores, which the engine model does not see; TTFT suffers most. The test holds what the sessions showed: throughput
 within 25 %, TTFT p50 within 60 %."""
 
 from __future__ import annotations
