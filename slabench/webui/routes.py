@@ -363,6 +363,8 @@ def _before_swarm(environment: Environment, web_ui: Any) -> Any:
             return refuse_used_records()
         return None
 
+    return check
+
 
 def _check_swarm_host(environment: Environment, base: str) -> Callable[[], Any]:
     """Locust's start form sets the target from its host field as it is: an emptied or malformed one would start a
