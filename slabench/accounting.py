@@ -47,12 +47,15 @@ class Tally:
     records: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     reach: Counter[str] = field(default_factory=Counter)
+    responded: int = 0  # requests the server answered to the end: OK, an HTTP error, a cut stream (not ours, dropped)
 
     def add(self, records: Iterable[RequestRecord]) -> None:
         for r in records:
             self.records += 1
             self.outcomes[str(r.error_category or r.outcome)] += 1
-            self.reach[reached_server(r)] += 1
+            reach = reached_server(r)
+            self.reach[reach] += 1
+            self.responded += reach == SURE and r.outcome is not Outcome.DROPPED
 
     @property
     def answered(self) -> int:
@@ -104,7 +107,7 @@ def reconcile(tally: Tally, server: float | None) -> dict[str, Any]:
 def incomplete_reasons(tally: Tally, status: dict[str, Any]) -> list[str]:
     """Why a run did not measure what it claims (empty: complete). `status` is the run_status.json being built."""
     reasons = []
-    if tally.reach[SURE] == 0:  # not even an error came back (an HTTP error is an answer: the contract judges it)
+    if tally.responded == 0:  # not even an error came back (an HTTP error is an answer: the contract judges it)
         reasons.append("no request was answered" if tally.records else "no request was made")
     lost = status.get("lost_workers") or {}
     if lost:
