@@ -653,7 +653,7 @@ class RecordHub:
     def _provenance_value(self) -> dict[str, Any] | None:
         if self._provenance is None:
             return None
-        self._provenance.join(timeout=3 * provenance.TIMEOUT_S)
+        self._provenance.join(timeout=0.5)  # collected since the start; never hold the stop for it
         return self._provenance.value
 
     def write_status(self) -> RunStatus:
