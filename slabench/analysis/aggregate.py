@@ -103,6 +103,11 @@ def discover(run_dir: Path, warmup_s: float | None, warnings: list[str]) -> tupl
     for level, ldir in _int_dirs(run_dir):
         for repeat, rdir in _int_dirs(ldir):
             manifest = SWEEP_RUN.read_json(rdir / "manifest.json", missing_ok=True)
+            if manifest is None and _records_file(rdir) is not None:
+                raise UserError(
+                    f"{rdir / 'manifest.json'}: missing, so whether run {level}/{repeat} finished is unknown; re-run "
+                    f"it with `slabench sweep --config <its config> --resume {run_dir}`, or remove {rdir}"
+                )
             status = (manifest or {}).get("status", "complete")
             where = f"{level}/{repeat}"
             if status != "complete":
