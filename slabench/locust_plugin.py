@@ -856,6 +856,10 @@ def _stop_run_before_quitting(environment: Environment, **_: Any) -> None:
     own quitting: users' requests become cancelled records, and a worker ships its last batch before it tells the
     master it is leaving (else the master stops listening to it and those records are lost)."""
     runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        # When another worker leaves first, the master hands its users to the ones still there: a worker that is
+        # quitting must not start them (their requests would come after its final batch, and have no record).
+        runner.start_worker = _start_no_users
     if runner is not None and runner.state in (STATE_SPAWNING, STATE_RUNNING):
         runner.stop()
     hub: RecordHub | None = getattr(environment, "slabench", None)
@@ -865,6 +869,10 @@ def _stop_run_before_quitting(environment: Environment, **_: Any) -> None:
         # Locust quit in the middle of stopping the run (its stop was running in a greenlet that quitting kills,
         # e.g. after "the last worker went missing"): test_stop never fired. Finish the run: records, status, grade.
         environment.events.test_stop.fire(environment=environment)
+
+
+def _start_no_users(*_: Any, **__: Any) -> None:
+    """A quitting worker's answer to a spawn message."""
 
 
 def _on_quitting(environment: Environment, **_: Any) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -341,15 +341,35 @@ def _extend_response(view: LiveView, response: Response) -> None:
             response.set_data(body.replace(b"</body>", EMBED_TAG + b"</body>", 1))
 
 
+def _host_problem(form: Any) -> str | None:
+    """Locust's start form sets the target from its host field as it is: an emptied or malformed one would start a
+    run of users that can only fail."""
+    if "host" not in form:
+        return None
+    host = str(form["host"]).strip()
+    if not host:
+        return "the host field is empty: give the server's URL, e.g. http://127.0.0.1:8000"
+    try:
+        parse_base_url(host)
+    except UserError as e:
+        return str(e).replace("--host", "host", 1)
+    return None
+
+
 def _before_swarm(environment: Environment, web_ui: Any) -> Any:
-    """A start from the form that would add a run to a records file holding an earlier one is refused with the
-    form's own error line (the same check as on the command line; the form's values are not applied yet)."""
+    """A start from the form is refused, with the reason shown in the form, when its host field is empty or not a
+    URL, or when it would add a run to a records file holding an earlier one (the same check as on the command
+    line; the form's values are not applied yet)."""
 
     @web_ui.auth_required_if_enabled  # say nothing about paths to whoever is not logged in
-    def refuse_used_records() -> Response | None:
+    def refuse_bad_start() -> Response | None:
         from slabench.locust_plugin import check_records_path
 
         opts, form = environment.parsed_options, request.form
+        problem = _host_problem(form)
+        if problem is not None:
+            log.error("slabench: not started: %s", problem)
+            return jsonify({"success": False, "message": f"Not started: {problem}", "host": environment.host})
         append = form["append"] == "true" if "append" in form else bool(getattr(opts, "append", False))
         try:
             check_records_path(form.get("records", opts.records), form.get("run_id", opts.run_id), append)
@@ -360,32 +380,8 @@ def _before_swarm(environment: Environment, web_ui: Any) -> Any:
 
     def check() -> Response | None:
         if request.endpoint == "locust.swarm" and request.method == "POST":
-            return refuse_used_records()
+            return refuse_bad_start()
         return None
-
-    return check
-
-
-def _check_swarm_host(environment: Environment, base: str) -> Callable[[], Any]:
-    """Locust's start form sets the target from its host field as it is: an emptied or malformed one would start a
-    run of users that can only fail. Refuse the start instead, with the reason shown in the UI."""
-
-    def check() -> Any:
-        if request.method != "POST" or request.path != f"{base}/swarm" or "host" not in request.form:
-            return None
-        host = str(request.form["host"]).strip()
-        problem = None
-        if not host:
-            problem = "the host field is empty: give the server's URL, e.g. http://127.0.0.1:8000"
-        else:
-            try:
-                parse_base_url(host)
-            except UserError as e:
-                problem = str(e).replace("--host", "host", 1)
-        if problem is None:
-            return None
-        log.error("slabench: not started: %s", problem)
-        return jsonify({"success": False, "message": f"Not started: {problem}", "host": environment.host})
 
     return check
 
@@ -394,8 +390,6 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
     web_ui = web_ui or getattr(environment, "web_ui", None)
     if runner is None or web_ui is None or isinstance(runner, WorkerRunner):
         return
-    web_base = getattr(environment.parsed_options, "web_base_path", "") or ""
-    web_ui.app.before_request(_check_swarm_host(environment, web_base))
     hub = getattr(environment, "slabench", None)
     listeners = getattr(hub, "listeners", None)
     if hub is None or listeners is None:
