@@ -15,7 +15,7 @@ _OFFSETS: dict[int, float] = {}
 def _skewed() -> float:
     pid = os.getpid()
     if pid not in _OFFSETS:
-        _OFFSETS[pid] = random.Random(pid).uniform(1, 9) * 3600.0  # 1 to 9 hours ahead, per process
+        _OFFSETS[pid] = random.Random(pid).uniform(1, 1000) * 3600.0  # hours to weeks ahead, per process
     return _perf_counter() + _OFFSETS[pid]
 
 
