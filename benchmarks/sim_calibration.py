@@ -1,7 +1,7 @@
 """Calibration of the simulator's vLLM capacity model, and the engine's own overhead.
 
 1. Closed-loop step sweep in virtual time: N clients, each sending its next request the moment the previous one
-   finishes, with the retail QA-grading workload's lengths sampled from a seeded distribution (WORKLOAD.md: input
+   finishes, with the retail QA-grading workload's lengths sampled from a seeded distribution (docs/workload.md: input
    LogNormal with median ~2.8k and p99 ~6.4k tokens; output 80 + Σ over the account's rubric items of
    LogNormal(ln 55, 0.35), capped at max_tokens 2048). Nothing in the engine knows these numbers or the levels:
    where TTFT p95 jumps is whatever the KV-cache arithmetic and the scheduler make of them.
@@ -38,7 +38,7 @@ DEFAULT_PROFILES = ["l4", "a10g", "l40s", "rtx-pro-6000-mig-2g.48gb", "rtx-pro-6
 DEFAULT_LEVELS = [1, 8, 16, 32, 64]
 MAX_TOKENS = 2048
 
-# (account, share of the queue, rubric items) from WORKLOAD.md; the prefix is instructions + rubric + schema.
+# (account, share of the queue, rubric items) from docs/workload.md; the prefix is instructions + rubric + schema.
 ACCOUNTS = [("A", 0.30, 22), ("B", 0.22, 14), ("C", 0.16, 12), ("D", 0.14, 18), ("E", 0.10, 20), ("F", 0.08, 26)]
 INPUT_MEDIAN = 2800
 INPUT_P99 = 6400

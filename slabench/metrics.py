@@ -1,4 +1,4 @@
-"""Per-request metrics derived from a `RequestRecord` (DESIGN.md, "Derived, in one place"). Pure functions.
+"""Per-request metrics derived from a `RequestRecord` (docs/architecture.md, "Derived metrics"). Pure functions.
 
 Every function returns None when the record lacks what it needs ("no data", never a silent 0). Seconds throughout.
 """

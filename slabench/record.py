@@ -1,4 +1,4 @@
-"""`RequestRecord`: the one record every measured request becomes (DESIGN.md, "The one record").
+"""`RequestRecord`: the one record every measured request becomes (docs/architecture.md, "The one record").
 
 Raw timestamps only (monotonic `time.perf_counter()` seconds, plus one wall-clock anchor); every metric is derived in
 `slabench.metrics`. Records are frozen and versioned (`kind`, `schema_version`, `schema_minor`: see slabench.schema);

@@ -1,7 +1,7 @@
 """GPU and model profiles for the vLLM capacity model, and the memory arithmetic vLLM does at start-up.
 
 A profile is a YAML file with `kind: gpu` or `kind: model`. The built-in ones live in `profiles/` beside this module
-(FLEET.md's cards and a few Llama/Qwen-shaped models); a user adds one by passing a path instead of a name.
+(docs/fleet.md's cards and a few Llama/Qwen-shaped models); a user adds one by passing a path instead of a name.
 
     cfg = load_profile("l4")                       # reference model: 8B, FP8 weights, bf16 KV (128 KiB/token)
     cfg = load_profile("my-card.yaml", "my-model.yaml", engine={"max_num_seqs": 64})

@@ -1,4 +1,4 @@
-"""The retail QA-grading workload (WORKLOAD.md): synthetic calls with ground truth, the 20k burst queue, grading
+"""The retail QA-grading workload (docs/workload.md): synthetic calls with ground truth, the 20k burst queue, grading
 prompts and answer quality.
 
 What a load test uses::

@@ -1,6 +1,6 @@
 """The workload's tunable assumptions (`assumptions.yaml`) as strict, validated settings.
 
-Everything WORKLOAD.md marks "(assumption)" lives in that one YAML file; this module only gives it types and checks
+Everything docs/workload.md marks "(assumption)" lives in that one YAML file; this module only gives it types and checks
 (unknown keys, unknown rubric items or intents, shares that do not sum to 1 are errors naming the file and line).
 """
 

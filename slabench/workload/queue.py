@@ -1,9 +1,9 @@
 """The 20,000-request grading queue: the end-of-shift burst, and a Gamma(k=0.25) renewal control.
 
-Burst (WORKLOAD.md): each account's share of the total arrives as batch uploads. Batch sizes ~ LogNormal(ln 25, 0.9)
-clipped to [1, 500]; a batch starts at a time drawn from the account's end-of-shift envelope (Gaussian bumps) or,
-with probability `baseline_share`, uniformly over the window; inside a batch the gaps are exponential at
-`within_batch_rate`. A batch that would run past the window's end starts earlier, so all arrivals stay in
+Burst (docs/workload.md): each account's share of the total arrives as batch uploads. Batch sizes ~
+LogNormal(ln 25, 0.9) clipped to [1, 500]; a batch starts at a time drawn from the account's end-of-shift envelope
+(Gaussian bumps) or, with probability `baseline_share`, uniformly over the window; inside a batch the gaps are
+exponential at `within_batch_rate`. A batch that would run past the window's end starts earlier, so all arrivals stay in
 [0, duration) and each batch stays whole.
 
 Control: Gamma renewal with shape k = `gamma_shape` at the same mean rate — what ``vllm bench serve --burstiness``

@@ -1,4 +1,4 @@
-"""The master QA rubric (WORKLOAD.md) and the scoring rule.
+"""The master QA rubric (docs/workload.md) and the scoring rule.
 
 Scores are ``"Y"``, ``"N"``, ``"NA"`` for Yes/No items and the integers 1–5 for soft skills. The rule: Y=1, N=0,
 NA excluded, 1–5 maps to (x−1)/4; overall = 100·Σw·s/Σw over the items that are not NA; any failed auto-fail item

@@ -47,7 +47,7 @@ def test_compute_capabilities_of_the_fleet_gpus(facts, gpu, cc):
      ("g7e.4xlarge", "rtx-pro-server-6000", 1), ("g7e.12xlarge", "rtx-pro-server-6000", 2)],
 )  # fmt: skip
 def test_every_gpu_instance_of_the_fleet_table_is_known(facts, instance, gpu, count):
-    # The instances of /work/shared/FLEET.md.
+    # The instances of docs/fleet.md.
     assert instance_gpu(facts, instance) == (gpu, count)
 
 

@@ -216,7 +216,7 @@ def test_dashboard_has_the_panels_and_uses_metric_names_that_exist():
         matches = [t for t in exprs if t.startswith(prefix)]
         assert matches, f"no panel titled {prefix}..."
         assert metric in exprs[matches[0]], prefix
-    # Every vLLM metric used is one vLLM exports (docs: DESIGN.md "Metric names the ecosystem expects").
+    # Every vLLM metric used is one vLLM exports (docs: docs/architecture.md "Metric names the ecosystem expects").
     known = {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
              "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
              "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",

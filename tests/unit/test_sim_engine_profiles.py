@@ -33,7 +33,7 @@ def test_the_fleet_and_the_reference_model_are_built_in():
 
 
 def test_fleet_figures():
-    # FLEET.md: memory (Karpenter MiB), bandwidth (GB/s), dense FP16/BF16 TFLOPS.
+    # docs/fleet.md: memory (Karpenter MiB), bandwidth (GB/s), dense FP16/BF16 TFLOPS.
     figures = {g: load_gpu_profile(g) for g in FLEET_GPUS}
     assert {g: (p.memory_mib, p.memory_bandwidth_gb_s, p.dense_bf16_tflops) for g, p in figures.items()} == {
         "a10g": (22888, 600, 70),
@@ -52,7 +52,7 @@ def test_reference_model_kv_arithmetic_on_a_24_gb_card():
     # vLLM: memory × utilisation − weights − activations − reserve, in blocks of 16 tokens.
     budget = 22888 * MiB * 0.9 - 8.03e9 - 192 * 1024 * 2048 - 1536 * MiB
     assert cfg.num_gpu_blocks == math.floor(budget / (16 * 128 * 1024))
-    assert 11e9 < cfg.kv_budget_bytes < 12e9  # FLEET.md: ~11–12 GB remain for KV...
+    assert 11e9 < cfg.kv_budget_bytes < 12e9  # docs/fleet.md: ~11–12 GB remain for KV...
     assert 85_000 < cfg.kv_capacity_tokens < 95_000  # ...about 90k tokens
     assert 20 <= cfg.kv_capacity_tokens // 3500 <= 25  # ~20–25 QA requests of ~3.5k tokens
 

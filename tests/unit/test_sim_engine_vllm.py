@@ -14,7 +14,7 @@ from slabench.sim.profiles import build_engine, load_profile
 from slabench.sim.virtual import run
 from slabench.sim.vllm_engine import RequestTooLong, VllmEngine
 
-# FLEET.md's L4 and the reference model, written out (not read from the profile) so the arithmetic is checked.
+# docs/fleet.md's L4 and the reference model, written out (not read from the profile) so the arithmetic is checked.
 PARAMS = 8.03e9
 WEIGHT_BYTES = 8.03e9  # FP8: one byte per parameter
 KV_BYTES = 2 * 32 * 8 * 128 * 2  # 128 KiB per token

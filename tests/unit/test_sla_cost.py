@@ -1,5 +1,5 @@
 """The cost model, by hand: replica prices for whole GPUs and MIG slices, $ per million tokens and per 1,000 calls,
-and the price table against FLEET.md."""
+and the price table against docs/fleet.md."""
 
 import math
 
@@ -10,7 +10,7 @@ from slabench.sla.estimates import Estimate, Level, LevelEstimates
 from slabench.sla.prices import load_prices
 from tests.sla_helpers import est, replica
 
-# FLEET.md, "Instances (AWS us-east-1, on-demand Linux, USD per hour)"
+# docs/fleet.md, "Instances (AWS us-east-1, on-demand Linux, USD per hour)"
 FLEET_MD = {
     "g5.xlarge": 1.006,
     "g5.2xlarge": 1.212,

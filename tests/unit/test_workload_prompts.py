@@ -62,7 +62,7 @@ def test_prompt_tokens_match_what_the_simulator_counts():
 
 
 def test_fixed_prefix_is_near_the_workload_md_size():
-    """WORKLOAD.md: the fixed per-account prefix is roughly 350 + 55 × items + 150 tokens."""
+    """docs/workload.md: the fixed per-account prefix is roughly 350 + 55 × items + 150 tokens."""
     s = load_settings()
     for key, acct in s.accounts.items():
         spec = 350 + 55 * len(acct.rubric) + 150

@@ -1,4 +1,4 @@
-"""The 20k burst queue and its Gamma(k=0.25) control, against the figures in WORKLOAD.md."""
+"""The 20k burst queue and its Gamma(k=0.25) control, against the figures in docs/workload.md."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_account_shares_within_one_percent_of_spec(kind):
 
 
 def test_burst_figures_near_workload_md():
-    """WORKLOAD.md: per-second p50 ~75, p99 ~330, 100 ms peaks near 750 req/s, inter-arrival CV ~7.6."""
+    """docs/workload.md: per-second p50 ~75, p99 ~330, 100 ms peaks near 750 req/s, inter-arrival CV ~7.6."""
     a = arrival_stats(queue("burst"), 195)
     assert a.mean_rate == pytest.approx(20000 / 195)
     assert 75 * 0.75 <= a.per_second_p50 <= 75 * 1.25

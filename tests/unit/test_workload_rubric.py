@@ -1,4 +1,4 @@
-"""The scoring rule of WORKLOAD.md: Y=1, N=0, NA excluded, 1–5 → (x−1)/4, weighted, auto-fail → 0, pass ≥ 85."""
+"""The scoring rule of docs/workload.md: Y=1, N=0, NA excluded, 1–5 → (x−1)/4, weighted, auto-fail → 0, pass ≥ 85."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The workload's assumptions file: loads, matches WORKLOAD.md, and rejects mistakes with file and line."""
+"""The workload's assumptions file: loads, matches docs/workload.md, and rejects mistakes with file and line."""
 
 from __future__ import annotations
 
