@@ -20,7 +20,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.ports import free_port
 
 # 127.0.0.1 - - [02/Dec/2026 12:54:55] "GET /bucket/key%20x HTTP/1.1" 206 -
 _LOG_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<target>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
@@ -59,12 +60,6 @@ def aws_env(url: str, region: str = "us-east-1") -> dict[str, str]:
     }
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class MotoServer:
     """Start/stop one moto S3 server process; read its request log."""
 
@@ -79,7 +74,7 @@ class MotoServer:
         self._logdir = tempfile.TemporaryDirectory(prefix="moto-")
         self._log_path = Path(self._logdir.name) / "server.log"
         for _attempt in range(3):  # the free port can be taken between probe and bind: retry on a new one
-            port = _free_port()
+            port = free_port()
             with open(self._log_path, "wb") as log:
                 self._proc = subprocess.Popen(
                     [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],

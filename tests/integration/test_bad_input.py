@@ -18,8 +18,8 @@ import pytest
 
 from slabench.cli import main
 from tests.analysis_helpers import rec, write_run
-from tests.integration.test_shapes_burst import free_port
 from tests.locust_run import ROOT, run_locust, scrape
+from tests.ports import free_port
 
 BINARY = bytes(range(256)) * 4  # NUL bytes, invalid UTF-8: what a wrong path (an image, a tarball) looks like
 CHAT = "locustfiles/chat_replay.py"

@@ -14,8 +14,9 @@ import pytest
 
 from slabench.record import Outcome
 from slabench.sinks import read_records
-from tests.integration.test_shapes_burst import free_port, small_queue
+from tests.integration.test_shapes_burst import small_queue
 from tests.locust_run import ROOT, scrape
+from tests.ports import free_port
 
 USER = "tests/busy_grader_user.py"
 

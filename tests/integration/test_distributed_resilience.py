@@ -14,8 +14,9 @@ import psutil
 from slabench.record import ErrorCategory, Outcome
 from slabench.sinks import read_records
 from slabench.spool import read_journal
-from tests.integration.test_shapes_burst import free_port, small_queue
+from tests.integration.test_shapes_burst import small_queue
 from tests.locust_run import ROOT, scrape
+from tests.ports import free_port
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
 RECEIVED = "slabench_sim_requests_received_total"

@@ -32,12 +32,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from slabench.record import Outcome
 from slabench.sinks import read_records
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
 SUBNET = "10.213.77"  # a /24 that exists only inside the test's namespaces
 NODES = {"master": 1, "w1": 2, "w2": 3, "sim": 4}
-MASTER_PORT = 15557  # not Locust's default: the namespaces are private, but no test of ours relies on 5557
+MASTER_PORT = int(free_port())  # a port, like every master of ours, that no other run on the machine holds
 SIM_PORT = 8000
 
 

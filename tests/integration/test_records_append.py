@@ -14,9 +14,9 @@ import urllib.parse
 import urllib.request
 
 from slabench.sinks import open_sink, read_records
-from tests.integration.test_shapes_burst import free_port
 from tests.integration.test_shapes_webui import get_json, wait_state
 from tests.locust_run import ROOT, run_locust, scrape
+from tests.ports import free_port
 from tests.sla_helpers import record, write
 
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "8")

@@ -4,7 +4,6 @@ vLLM's metric names; and the poller process on its own."""
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from slabench.record import Outcome
 from slabench.scrape import COUNTERS, FILE_NAME, read_scrapes
 from slabench.sinks import read_records
 from tests.locust_run import ROOT, run_locust, scrape
+from tests.ports import free_port
 
 FAST = ("--ttft", "0.03", "--itl", "0.003", "--output-tokens", "24")
 # The vLLM capacity engine (an L4 GPU profile) also models the KV cache, so it serves every tracked gauge.
@@ -63,12 +63,6 @@ def run(tmp_path: Path, url: str, *extra: str, seconds: str = "3s"):
     return res, records
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def assert_series_sound(scrapes: list[dict], run_id: str, gauges: set[str]) -> None:
     assert {s["run_id"] for s in scrapes} == {run_id}
     assert [s["t"] for s in scrapes] == sorted(s["t"] for s in scrapes)
@@ -110,7 +104,7 @@ def test_local_run_scrapes_before_during_and_after(simulator, tmp_path):
 
 def test_distributed_run_scrapes_once_on_the_master(simulator, tmp_path):
     url = simulator(*FAST)
-    port = str(free_port())  # not Locust's default 5557: other runs on a shared machine may hold it
+    port = free_port()
     res, records_path = run(
         tmp_path,
         url,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from slabench.openloop import lateness_summary
 from slabench.record import ErrorCategory, Outcome
 from slabench.sinks import read_records
 from tests.locust_run import ROOT, run_locust, scrape
+from tests.ports import free_port
 
 FILES = "locustfiles/chat_replay.py,shapes/burst.py"
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "16")
@@ -41,13 +41,6 @@ def burst_queue(path: Path) -> tuple[Path, list[tuple[int, float]]]:
         "index,account,offset_s,seed\n" + "".join(f"{q.index},{q.account},{q.offset_s:.6f},{q.seed}\n" for q in items)
     )
     return path, [(q.index, float(f"{q.offset_s:.6f}")) for q in items]
-
-
-def free_port() -> str:
-    """A free TCP port for the Locust master: other test runs on this machine may hold Locust's default 5557."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 def processes(n: int) -> tuple[str, ...]:

@@ -12,8 +12,9 @@ import urllib.request
 from collections import Counter
 
 from slabench.sinks import read_records
-from tests.integration.test_shapes_burst import free_port, small_queue
+from tests.integration.test_shapes_burst import small_queue
 from tests.locust_run import ROOT, scrape
+from tests.ports import free_port
 
 
 def post(url: str, form: dict) -> dict:

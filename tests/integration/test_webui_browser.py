@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import pytest
 from slabench import metrics
 from slabench.record import Outcome
 from slabench.sinks import read_records
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -51,12 +51,6 @@ targets:
   ttft_p95_s: {max: 30.0}
   error_rate: {max: 0.5}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get_json(url: str) -> dict:

@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,15 +19,10 @@ import pytest
 
 from slabench.record import Outcome
 from slabench.sinks import read_records
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "/lt"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url: str) -> bytes:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("SLABENCH_VLLM_VENV") or ROOT / ".ci" / "cache" / "vllm-venv")
@@ -61,12 +62,6 @@ def build_model(out: Path) -> Path:
         timeout=600,
     )
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:

@@ -101,8 +101,9 @@ def test_a_broken_journal_line_names_the_file_and_line(tmp_path):
     [
         ({"processes": 2, "master_bind_port": 6000, "master_port": None}, 6000, 6000),  # the case
         ({"processes": 2, "master_bind_port": 6000, "master_port": 7000}, 6000, 7000),
-        ({"processes": None, "master_bind_port": None, "master_port": None}, 5557, 5557),  # plain --master/--worker
-        ({"processes": 2, "worker": True, "master_bind_port": None, "master_port": None}, 5557, 5557),
+        # plain --master/--worker keep Locust's default port
+        ({"processes": None, "master_bind_port": None, "master_port": None}, LOCUST_DEFAULT_PORT, LOCUST_DEFAULT_PORT),
+        ({"processes": 2, "worker": True, "master_bind_port": None, "master_port": None}, *[LOCUST_DEFAULT_PORT] * 2),
     ],
 )
 def test_forked_workers_connect_to_the_masters_port(given, bind, connect):
@@ -111,7 +112,7 @@ def test_forked_workers_connect_to_the_masters_port(given, bind, connect):
     assert (opts.master_bind_port, opts.master_port) == (bind, connect)
 
 
-def test_processes_without_ports_take_a_free_one_not_5557():
+def test_processes_without_ports_take_a_free_one_not_locusts_default():
     opts = Namespace(processes=2, worker=False, master_bind_port=None, master_port=None)
     resolve_ports(opts)
     assert opts.master_bind_port == opts.master_port != LOCUST_DEFAULT_PORT

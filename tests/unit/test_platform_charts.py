@@ -8,6 +8,7 @@ import re
 import pytest
 import yaml
 
+from slabench.distributed import LOCUST_DEFAULT_PORT
 from tests import platform_helpers
 from tests.platform_helpers import (
     LOCUST,
@@ -26,6 +27,9 @@ helm_bin = platform_helpers.helm_bin  # session fixture: fetches helm with .ci/g
 pytestmark = pytest.mark.usefixtures("helm_bin")
 
 SLA = "config.sla=name: qa"
+
+# Inside the cluster the master listens on Locust's default ports (its own pod: nothing else there can hold them).
+MASTER_PORT, WEB_PORT = LOCUST_DEFAULT_PORT, 8089
 
 
 # --- vLLM serving ---------------------------------------------------------------------------------------------------
@@ -246,7 +250,7 @@ def test_web_mode_runs_a_master_deployment_and_worker_deployment_on_the_cpu_pool
             spec["tolerations"]
         )
     svc = one(docs, "Service")
-    assert {p["port"] for p in svc["spec"]["ports"]} == {5557, 8089}
+    assert {p["port"] for p in svc["spec"]["ports"]} == {MASTER_PORT, WEB_PORT}
 
 
 def test_headless_burst_is_a_job_with_the_exact_ci_command_line():
@@ -319,12 +323,12 @@ def test_network_policy_lets_only_workers_reach_the_master_protocol_port():
     policy = one(docs, "NetworkPolicy", "t-locust-master")
     assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "master"
     by_port = {r["ports"][0]["port"]: r["from"] for r in policy["spec"]["ingress"]}
-    assert set(by_port) == {5557, 8089}
-    assert by_port[5557] == [
+    assert set(by_port) == {MASTER_PORT, WEB_PORT}
+    assert by_port[MASTER_PORT] == [
         {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "locust", "app.kubernetes.io/instance": "t",
                                          "app.kubernetes.io/component": "worker"}}}
     ]  # fmt: skip
-    assert {"ipBlock": {"cidr": "10.0.0.0/16"}} in by_port[8089]
+    assert {"ipBlock": {"cidr": "10.0.0.0/16"}} in by_port[WEB_PORT]
     deny = one(docs, "NetworkPolicy", "t-locust-default-deny")
     assert "ingress" not in deny["spec"]
 
