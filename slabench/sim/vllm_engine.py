@@ -513,26 +513,33 @@ class VllmEngine:
         s.blocks -= grow
         s.shared = s.prefix_blocks
 
+    def _advance(self, s: _Seq, n: int, now: float) -> bool | None:
+        """`s` computed `n` more tokens in the step that ended at `now`. None: no output token yet (a prefill chunk);
+        else whether the token it produced was its first."""
+        c = s.computed + n
+        s.computed = c
+        if s.register and c >= s.prefix_blocks * self._bs:
+            self._register_prefix(s)
+        if c < s.prompt + s.produced:
+            return None
+        s.produced += 1
+        s.pending += 1
+        self.generation_tokens_total += 1
+        if s.first is not None:
+            return False
+        s.first = now
+        self.prompt_tokens_total += s.prompt
+        return True
+
     def _complete(self, batch: list[tuple[_Seq, int]], now: float, emissions: list[Emission]) -> None:
         interval = self._interval
-        bs = self._bs
         finished = False
         for s, n in batch:
             if s.state != _RUNNING:
                 continue  # aborted while the step ran
-            c = s.computed + n
-            s.computed = c
-            if s.register and c >= s.prefix_blocks * bs:
-                self._register_prefix(s)
-            if c < s.prompt + s.produced:
+            first = self._advance(s, n, now)
+            if first is None:
                 continue  # a prefill chunk: no token yet
-            s.produced += 1
-            s.pending += 1
-            self.generation_tokens_total += 1
-            first = s.first is None
-            if first:
-                s.first = now
-                self.prompt_tokens_total += s.prompt
             done = s.produced >= s.out_len
             if done:
                 reason = "length" if s.produced >= s.max_tokens else "stop"

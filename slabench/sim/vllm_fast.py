@@ -360,23 +360,13 @@ class PlanningEngine(VllmEngine):
                     self._push_event(s)
         followed = 0  # tokens of requests whose previous token came at this step's start
         joining = []
-        bs = self._bs
         for s, n in self._batch:
             if s.state != _RUNNING:
                 continue  # aborted while the step ran
-            c = s.computed + n
-            s.computed = c
-            if s.register and c >= s.prefix_blocks * bs:
-                self._register_prefix(s)
-            if c < s.prompt + s.produced:
+            first = self._advance(s, n, now)
+            if first is None:
                 continue  # a prefill chunk: no token yet
-            s.produced += 1
-            s.pending += 1
-            self.generation_tokens_total += 1
-            first = s.first is None
             if first:
-                s.first = now
-                self.prompt_tokens_total += s.prompt
                 if self._firsts is not None:
                     self._firsts.append((s.rid, now))
             elif gaps is not None:
