@@ -7,10 +7,9 @@ Prompts: synthetic ones of --prompt-tokens tokens as the server counts them (exa
 served model's folder; else calibrated from the server's usage as it answers), or a JSONL file given with --prompts.
 """
 
-import logging
-
 from locust import events, task
 
+from slabench.distributed import fail_at_start
 from slabench.errors import UserError
 from slabench.locust_plugin import LLMUser, install
 from slabench.prompts import FilePrompts, SyntheticPrompts, TokenizerSizer, UsageSizer
@@ -43,8 +42,7 @@ def _prompts(environment, **_):
     try:
         prompt_source(environment)
     except UserError as e:
-        logging.getLogger("slabench").error("slabench: %s", e)
-        raise SystemExit(UserError.exit_code) from None
+        fail_at_start(environment, e)
 
 
 class ChatReplayUser(LLMUser):

@@ -16,7 +16,6 @@ With `--qa-resize on`, transcripts are sized in the served model's tokens (`slab
 against the simulator).
 """
 
-import logging
 import random
 
 from locust import events, task
@@ -69,8 +68,7 @@ def _sizing(environment, **_):
     try:
         token_scale(environment)
     except UserError as e:
-        logging.getLogger("slabench").error("slabench: %s", e)
-        raise SystemExit(UserError.exit_code) from None
+        fail_at_start(environment, e)
 
 
 @events.init.add_listener

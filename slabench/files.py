@@ -17,7 +17,7 @@ from slabench.errors import UserError
 
 def read_text(path: str | Path, cut_tail: bool = False) -> str:
     """The file as text. `cut_tail`: the file may end in a line cut mid-character by a killed writer (records, spools);
-    that line is dropped rather than refused."""
+    that line is dropped rather than refused. Errors name the file and the line of the first bad byte."""
     p = Path(path)
     try:
         data = p.read_bytes()
@@ -27,6 +27,9 @@ def read_text(path: str | Path, cut_tail: bool = False) -> str:
         raise UserError(f"{p}: is a directory, not a file") from None
     except OSError as e:
         raise UserError(f"{p}: cannot read ({e.strerror})") from None
+    nul = data.find(b"\x00")
+    if nul >= 0:  # no text format we read holds NUL: an image, a tarball, a Parquet file by mistake
+        raise UserError(f"{p}:{line_at(data, nul)}: a binary file (NUL byte), not text — is this the right file?")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -34,9 +37,13 @@ def read_text(path: str | Path, cut_tail: bool = False) -> str:
         if cut_tail and e.start >= tail:  # the first bad byte is in the unfinished last line: the rest is good
             return data[:tail].decode("utf-8")
         raise UserError(
-            f"{p}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); is it the right file? "
-            "Text files must be saved as UTF-8"
+            f"{p}:{line_at(data, e.start)}: not UTF-8 text (byte 0x{data[e.start]:02x}) — save the file as UTF-8"
         ) from None
+
+
+def line_at(text: str | bytes, offset: int) -> int:
+    """The 1-based line of `offset` in `text`."""
+    return text[:offset].count("\n" if isinstance(text, str) else b"\n") + 1
 
 
 def check_output(path: str | Path, flag: str, is_dir: bool = False) -> Path:

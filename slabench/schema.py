@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from slabench.errors import UserError
+from slabench.files import read_text
 
 
 @dataclass(frozen=True)
@@ -66,19 +67,10 @@ class FileSchema:
     def read_json(self, path: str | Path, missing_ok: bool = False) -> dict[str, Any] | None:
         """A JSON file of this schema, checked; None when it does not exist and `missing_ok`."""
         p = Path(path)
+        if missing_ok and not p.exists():
+            return None
         try:
-            raw = p.read_bytes()
-        except FileNotFoundError:
-            if missing_ok:
-                return None
-            raise UserError(f"{p}: no such {self.what} file") from None
-        except OSError as e:
-            raise UserError(f"{p}: cannot read ({e.strerror})") from None
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            line = raw[: e.start].count(b"\n") + 1
-            raise UserError(f"{p}:{line}: not UTF-8 text; is this a slabench {self.what}?") from None
+            data = json.loads(read_text(p))
         except json.JSONDecodeError as e:
             raise UserError(f"{p}:{e.lineno}: not valid JSON ({e.msg}); was it edited by hand?") from None
         self.check(data, str(p))

@@ -18,6 +18,7 @@ import yaml
 from yaml.constructor import ConstructorError
 
 from slabench.errors import UserError
+from slabench.files import line_at, read_text
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -71,23 +72,6 @@ def line_index(node: yaml.Node | None, path: tuple = ()) -> dict[tuple, int]:
     return lines
 
 
-def _line_at(text: str | bytes, offset: int) -> int:
-    return text[:offset].count("\n" if isinstance(text, str) else b"\n") + 1
-
-
-def decode(raw: bytes, source: str) -> str:
-    """UTF-8 text of a YAML file, or a one-line UserError naming the line of the first bad byte."""
-    if b"\x00" in raw:
-        line = _line_at(raw, raw.index(b"\x00"))
-        raise UserError(f"{source}:{line}: a binary file (NUL byte), not YAML — is this the right file?")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise UserError(
-            f"{source}:{_line_at(raw, e.start)}: not UTF-8 text (byte 0x{raw[e.start]:02x}) — save the file as UTF-8"
-        ) from None
-
-
 def _user_error(e: yaml.YAMLError, text: str, source: str) -> UserError:
     if isinstance(e, DuplicateKeyError):
         return UserError(
@@ -95,7 +79,7 @@ def _user_error(e: yaml.YAMLError, text: str, source: str) -> UserError:
             "a key may appear once per mapping; merge the two entries or delete one"
         )
     if isinstance(e, yaml.reader.ReaderError):  # a control character PyYAML refuses
-        line = _line_at(text, e.position)
+        line = line_at(text, e.position)
         return UserError(f"{source}:{line}: invalid YAML: {e.reason} (character U+{e.character:04X})")
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
     where = f"{source}:{mark.line + 1}" if mark is not None else source
@@ -134,19 +118,6 @@ def parse_all(text: str, source: str) -> list[Any]:
     finally:
         if loader is not None:
             loader.dispose()
-
-
-def read_text(path: str | Path) -> str:
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{p}: file not found") from None
-    except IsADirectoryError:
-        raise UserError(f"{p}: is a directory, not a YAML file") from None
-    except OSError as e:
-        raise UserError(f"{p}: cannot read ({e.strerror})") from None
-    return decode(raw, str(p))
 
 
 def load_file(path: str | Path) -> tuple[Any, dict[tuple, int]]:
