@@ -15,7 +15,6 @@ keeps them). Exit 0 when the file is written; grading the recovered run caps its
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 from slabench.accounting import Tally, incomplete_reasons, reconcile, server_received
 from slabench.errors import UserError
 from slabench.record import RequestRecord
+from slabench.run_status import RunStatus, write_run_status
 from slabench.scrape import FILE_NAME as SCRAPE_FILE
 from slabench.scrape import read_scrapes
 from slabench.sinks import open_sink, read_records
@@ -111,7 +111,6 @@ def recover(paths: list[str], out: str = "", keep_spools: bool = False) -> dict[
     tally = Tally()
     tally.add(records)
     status: dict[str, Any] = {
-        "schema_version": 1,
         "run_id": run_id,
         "records": tally.records,
         "outcomes": dict(tally.outcomes),
@@ -125,7 +124,7 @@ def recover(paths: list[str], out: str = "", keep_spools: bool = False) -> dict[
     }
     status["incomplete_reasons"] = incomplete_reasons(tally, status)
     status["degraded"] = True
-    (out_path.parent / "run_status.json").write_text(json.dumps(status, indent=2) + "\n", encoding="utf-8")
+    write_run_status(out_path.parent, RunStatus(**status))  # the one writer: kind and version stamped
     if not keep_spools:
         for f in files:
             f.unlink(missing_ok=True)

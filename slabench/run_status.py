@@ -161,14 +161,15 @@ def simulator_figures(scrapes: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def incomplete_reasons(directory: Path) -> list[str]:
-    """The facts that keep the run in `directory` from standing for its load (empty: none)."""
+def run_evidence(directory: Path) -> tuple[list[str], Saturation]:
+    """The run in `directory`, read once: the facts that keep it from standing for its load (empty: none), and its
+    saturation figures — the simulator's from `server_metrics.jsonl` when the status does not carry them (a status
+    written by a run that did not scrape at its stop)."""
     status = read_run_status(directory)
-    return status.reasons() if status else []
-
-
-def saturation_figures(directory: Path) -> Saturation:
-    status = read_run_status(directory)
-    base = status.saturation if status else Saturation()
-    path = directory / SCRAPES
-    return base.model_copy(update=simulator_figures(read_scrapes(path) if path.exists() else []))
+    if status is None:
+        return [], Saturation()
+    saturation = status.saturation
+    scrapes = directory / SCRAPES
+    if not saturation.sim_span_s and scrapes.exists():
+        saturation = saturation.model_copy(update=simulator_figures(read_scrapes(scrapes)))
+    return status.reasons(), saturation

@@ -40,7 +40,7 @@ from slabench.analysis.stats import (
 )
 from slabench.analysis.summary import Estimate, LevelSummary, RunSummary, SweepSummary, load_summary, summary_json
 from slabench.errors import UserError
-from slabench.run_status import incomplete_reasons, saturation_figures
+from slabench.run_status import run_evidence
 from slabench.schema import SWEEP, SWEEP_RUN
 
 __all__ = ["SweepSummary", "aggregate", "load_summary", "require_ci", "summary_json"]
@@ -191,6 +191,7 @@ def _level(level: int, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None)
         for k, v in a.error_counts.items():
             errors[k] = errors.get(k, 0) + v
     durations = [a.duration_s for _, a in runs if a.duration_s is not None]
+    evidence = [run_evidence(src.path.parent) for src, _ in runs]  # run_status.json and the scrapes, once per run
     run_summaries = [
         RunSummary(
             repeat=src.repeat,
@@ -204,10 +205,10 @@ def _level(level: int, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None)
             error_counts=a.error_counts,
             metrics={k: f.value for k, f in m.items()},
             samples={k: f.samples for k, f in m.items()},
-            incomplete=incomplete_reasons(src.path.parent),
-            saturation=saturation_figures(src.path.parent),
+            incomplete=incomplete,
+            saturation=saturation,
         )
-        for (src, a), m in zip(runs, per_run, strict=True)
+        for (src, a), m, (incomplete, saturation) in zip(runs, per_run, evidence, strict=True)
     ]
     return LevelSummary(
         level=level,

@@ -203,9 +203,10 @@ def wall_offsets(worker: np.ndarray, wall: np.ndarray, sent: np.ndarray) -> np.n
     a worker with no anchor at all get NaN — unless the run has a single worker, whose one clock needs no
     conversion (offset 0)."""
     offsets = np.full(worker.size, np.nan)
-    names = np.unique(worker.astype(str))
+    worker = worker.astype(str)
+    names = np.unique(worker)
     for name in names:
-        rows = worker.astype(str) == name
+        rows = worker == name
         d = (wall - sent)[rows]
         d = d[~np.isnan(d)]
         if d.size:

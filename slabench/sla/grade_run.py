@@ -20,7 +20,7 @@ from slabench.analysis.columns import read_table
 from slabench.analysis.summary import SweepSummary, load_summary
 from slabench.errors import ExitCode, UserError
 from slabench.provenance import instance_type_warning
-from slabench.run_status import Saturation, incomplete_reasons, saturation_figures, saturation_reasons
+from slabench.run_status import Saturation, run_evidence, saturation_reasons
 from slabench.sla.contract import LoadedContract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
 from slabench.sla.grade import EXIT_CODES, Verdict, grade
@@ -55,8 +55,8 @@ def read_single_run(path: Path, unstaged_level: Level | None = None, merge_runs:
             "or grade them as one with --merge-runs (locust: --sla-merge-runs)"
         )
     levels = levels_from_table(table, unstaged_level)
-    saturation = (("the run", saturation_figures(path.parent)),)
-    return RunInput(str(path), levels, True, tuple(incomplete_reasons(path.parent)), saturation)
+    incomplete, saturation = run_evidence(path.parent)
+    return RunInput(str(path), levels, True, tuple(incomplete), (("the run", saturation),))
 
 
 def read_run(run_dir: str | Path, unstaged_level: Level | None = None, merge_runs: bool = False) -> RunInput:
