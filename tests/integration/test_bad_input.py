@@ -136,7 +136,8 @@ def test_a_bad_records_path_stops_the_run_before_any_load(simulator, tmp_path, r
         (None, "file not found"),
         ("", "no prompts"),
         ('{"messages": [{"role": "user", "content": "hi"}]}\nnot json\n', ":2:"),
-        (BINARY, "UTF-8"),
+        (BINARY, "binary file"),
+        ('{"messages": [{"role": "user", "content": "caf\xe9"}]}\n'.encode("latin-1"), "UTF-8"),
     ],
 )
 def test_a_bad_prompts_file_is_one_line_at_start(simulator, tmp_path, content, says):
