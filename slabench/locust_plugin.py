@@ -721,25 +721,25 @@ def summary_line(count: int, path: Path, outcomes: Counter) -> str:
 
 
 def fire_locust_events(env: Environment, r: RequestRecord) -> None:
-    """The live view: one Locust request entry per metric, in milliseconds. Never used for grading."""
+    """The live view, never used for grading: one Locust request event per request (the E2E row, failures
+    included), so the Aggregated row, the header's RPS and the failure % count each request once. TTFT, ITL and
+    TPOT of answered requests are rows of their own, logged into their stats entries directly: shown (and shipped to
+    the master) like any row, but not added to the Aggregated row and not fired as requests."""
     if r.outcome is Outcome.DROPPED:
         return  # cancelled at stop or lost: ours, not the server's; counted in the records and the summary
-    fire = env.events.request.fire
     ok = r.outcome is Outcome.OK
-    length = r.completion_tokens or 0
-    for name, value in (("TTFT", metrics.ttft(r)), ("ITL", metrics.mean_itl(r)), ("TPOT", metrics.tpot(r))):
-        if value is not None and ok:
-            fire(
-                request_type="LLM", name=name, response_time=value * 1000, response_length=0, exception=None, context={}
-            )
+    if ok:
+        entries = env.stats.entries
+        for name, value in (("TTFT", metrics.ttft(r)), ("ITL", metrics.mean_itl(r)), ("TPOT", metrics.tpot(r))):
+            if value is not None:
+                entries[(name, "LLM")].log(value * 1000, 0)
     e2e = metrics.e2e(r)
-    exc = None if ok else Exception(f"{r.error_category}: {r.error_message}")
-    fire(
+    env.events.request.fire(
         request_type="LLM",
         name="E2E",
         response_time=(e2e or 0) * 1000,
-        response_length=length,
-        exception=exc,
+        response_length=r.completion_tokens or 0,
+        exception=None if ok else Exception(f"{r.error_category}: {r.error_message}"),
         context={},
     )
 

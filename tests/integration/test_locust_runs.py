@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -82,6 +83,26 @@ def test_every_request_becomes_exactly_one_record(simulator, tmp_path, processes
     assert 15 <= float(rows["TTFT"]["Median Response Time"]) <= 200
     final = {e["name"]: e for e in json.loads((tmp_path / "stats.json").read_text())}
     assert final["E2E"]["num_requests"] == len(records)
+
+
+@pytest.mark.parametrize("processes", [None, 2], ids=["local", "2-workers"])
+def test_locusts_own_table_counts_each_request_once(simulator, tmp_path, processes):
+    """The Aggregated row (and so the header's RPS and failure %) is the requests, not four metrics per request:
+    its count is the records', its failures the failed records'; TTFT/ITL/TPOT rows stay, one per answered request."""
+    url = simulator(*FAST, "--fault", "http_503=0.3")
+    extra = ["--processes", str(processes)] if processes else []
+    argv = ["-f", WITH_STOP, "--host", url, "-u", "4", "-r", "4", "-t", "120s", "--stop-after-requests", "40"]
+    res = run_locust(*argv, "--records", str(tmp_path / "records.jsonl"), *extra)
+    rows = {}  # Locust's final table: name → (requests, failures)
+    for line in (res.stdout + res.stderr).splitlines():
+        if m := re.match(r"^(?:LLM)?\s+(\w+)\s+(\d+)\s+(\d+)\(", line):
+            rows.setdefault(m[1], (int(m[2]), int(m[3])))
+    records = answered(read_records(tmp_path / "records.jsonl"))
+    failed = [r for r in records if r.outcome is not Outcome.OK]
+    ok = [r for r in records if r.outcome is Outcome.OK]
+    assert failed and ok, Counter(r.outcome for r in records)
+    assert rows["Aggregated"] == rows["E2E"] == (len(records), len(failed)), rows
+    assert all(rows[name] == (len(ok), 0) for name in ("TTFT", "ITL", "TPOT")), rows
 
 
 def test_users_stopped_mid_stream_leave_cancelled_records(simulator, tmp_path):
