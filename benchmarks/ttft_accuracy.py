@@ -1,0 +1,184 @@
+"""How close is the TTFT a Locust worker records to the truth, when many streams' events arrive at once?
+
+A truth server (this script with `--serve`, its own process, asyncio) answers every chat request with a script of
+known timing: a role-only delta at 100 ms (not a token: TTFT must not count it), the first content event at 150 ms
+split across two writes (2 ms apart: the event is complete only with the second), then one token every `--itl`
+with every other write carrying two events (coalesced), the usage chunk and `[DONE]`. It logs, per X-Request-Id, the
+`perf_counter()` when the request was read and right after the write that completed the first content event —
+the same clock a worker stamps with (CLOCK_MONOTONIC, shared by every process on Linux).
+
+Then the real `locust` command (one process: one worker, `locustfiles/chat_replay.py`) runs `--levels` users for
+`--seconds`, all started at once and all requests alike, so the streams' first tokens arrive in the same
+millisecond: the case where every microsecond a worker spends per event becomes TTFT error. Per level it prints,
+over the answered requests, the median and p99 of
+- stamp lag: the record's first_token − when the server wrote it (loopback + the worker's queueing), and
+- TTFT error: the record's TTFT − the server's (first content written − request read),
+and the Locust process's CPU per request.
+
+    python benchmarks/ttft_accuracy.py [--levels 8,64,256] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from slabench.record import Outcome  # noqa: E402
+from slabench.sinks import read_records  # noqa: E402
+
+ROLE_AT, TTFT, SPLIT_GAP = 0.100, 0.150, 0.002
+
+
+# -- the truth server ------------------------------------------------------------------------------------------
+def _event(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _delta(delta: dict, finish: str | None = None) -> dict:
+    return {"id": "c", "object": "chat.completion.chunk", "model": "truth", "choices": [
+        {"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
+
+
+async def _play(writer: asyncio.StreamWriter, t0: float, tokens: int, itl: float) -> float:
+    loop = asyncio.get_running_loop()
+
+    async def at(offset: float) -> None:
+        await asyncio.sleep(max(0.0, t0 + offset - loop.time()))
+
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    writer.write(head)
+    await at(ROLE_AT)
+    writer.write(_chunk(_event(_delta({"role": "assistant", "content": ""}))))
+    first = _event(_delta({"content": "tok0"}))
+    await at(TTFT - SPLIT_GAP)
+    writer.write(_chunk(first[:10]))
+    await at(TTFT)
+    writer.write(_chunk(first[10:]))
+    first_written = time.perf_counter()
+    i = 1
+    while i < tokens:
+        await at(TTFT + i * itl)
+        n = 2 if i % 2 == 0 and i + 1 < tokens else 1  # every other write: two events in one (coalesced)
+        writer.write(_chunk(b"".join(_event(_delta({"content": f" tok{i + k}"})) for k in range(n))))
+        i += n
+    usage = {"prompt_tokens": 64, "completion_tokens": tokens, "total_tokens": 64 + tokens}
+    end = {**_delta({}, "length"), "usage": usage}
+    writer.write(_chunk(_event(end) + b"data: [DONE]\n\n") + b"0\r\n\r\n")
+    await writer.drain()
+    return first_written
+
+
+async def _serve(log_path: str, tokens: int, itl: float) -> None:
+    log = open(log_path, "a", buffering=1)  # noqa: SIM115 - open for the server's life
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+                await reader.readexactly(int(headers.get("content-length", 0)))
+                t0 = time.perf_counter()
+                if not lines[0].startswith("POST") or "/chat/completions" not in lines[0]:
+                    writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                    continue
+                first = await _play(writer, asyncio.get_running_loop().time(), tokens, itl)
+                log.write(json.dumps({"id": headers.get("x-request-id"), "received": t0, "first": first}) + "\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=1024)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+
+# -- the measurement -------------------------------------------------------------------------------------------
+def run_level(url: str, users: int, seconds: int, out: Path, truth_log: Path) -> dict:
+    records_path = out / f"records-{users}.jsonl"
+    argv = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat_replay.py"), "--headless"]
+    argv += ["--only-summary", "--host", url, "--model", "truth", "-u", str(users), "-r", str(users)]
+    argv += ["-t", f"{seconds}s", "--stop-timeout", "5", "--records", str(records_path)]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ps = psutil.Process(proc.pid)
+    cpu = 0.0
+    while proc.poll() is None:
+        try:
+            t = ps.cpu_times()
+            cpu = t.user + t.system
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.2)
+    err = proc.stderr.read().decode()
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"locust exited {proc.returncode}: {err[-2000:]}")
+    truth = {}
+    for line in truth_log.read_text().splitlines():
+        row = json.loads(line)
+        truth[row["id"]] = row
+    lag, ttft_err = [], []
+    records = [r for r in read_records(records_path) if r.outcome is Outcome.OK and r.request_id in truth]
+    for r in records:
+        t = truth[r.request_id]
+        lag.append(r.first_token - t["first"])
+        ttft_err.append((r.first_token - r.sent) - (t["first"] - t["received"]))
+    return {"users": users, "requests": len(records), "lag": lag, "ttft_err": ttft_err, "cpu_s": cpu}
+
+
+def _ms(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] * 1000 if q < 100 else max(values) * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--levels", default="8,64,256")
+    ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--itl", type=float, default=0.02)
+    ap.add_argument("--serve", metavar="LOG", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve:
+        asyncio.run(_serve(args.serve, args.tokens, args.itl))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "truth.jsonl"
+        server_argv = [sys.executable, __file__, "--serve", str(log), "--tokens", str(args.tokens)]
+        server = subprocess.Popen([*server_argv, "--itl", str(args.itl)], stdout=subprocess.PIPE, text=True)
+        url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
+        print(f"truth server: TTFT {TTFT * 1000:.0f} ms (role-only delta first, split first event), {args.tokens} "
+              f"tokens at ITL {args.itl * 1000:.0f} ms (coalesced pairs); load average {psutil.getloadavg()[0]:.2f}")  # fmt: skip
+        try:
+            for users in map(int, args.levels.split(",")):
+                r = run_level(url, users, args.seconds, Path(tmp), log)
+                if not r["requests"]:
+                    print(f"{users:>5} users: no answered request", flush=True)
+                    continue
+                print(
+                    f"{users:>5} users  {r['requests']:>6} req  stamp lag median {_ms(r['lag'], 50):+6.2f} ms "
+                    f"p99 {_ms(r['lag'], 99):+7.2f} ms  TTFT error median {_ms(r['ttft_err'], 50):+6.2f} ms "
+                    f"p99 {_ms(r['ttft_err'], 99):+7.2f} ms  Locust CPU {r['cpu_s'] / r['requests'] * 1e6:>6.0f} µs/req",
+                    flush=True,
+                )
+        finally:
+            server.terminate()
+
+
+if __name__ == "__main__":
+    main()
