@@ -162,8 +162,10 @@ def main() -> None:
         server_argv = [sys.executable, __file__, "--serve", str(log), "--tokens", str(args.tokens)]
         server = subprocess.Popen([*server_argv, "--itl", str(args.itl)], stdout=subprocess.PIPE, text=True)
         url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
-        print(f"truth server: TTFT {TTFT * 1000:.0f} ms (role-only delta first, split first event), {args.tokens} "
-              f"tokens at ITL {args.itl * 1000:.0f} ms (coalesced pairs); load average {psutil.getloadavg()[0]:.2f}")  # fmt: skip
+        print(
+            f"truth server: TTFT {TTFT * 1000:.0f} ms (role-only delta first, split first event), {args.tokens} "
+            f"tokens at ITL {args.itl * 1000:.0f} ms (coalesced pairs); load average {psutil.getloadavg()[0]:.2f}"
+        )
         try:
             for users in map(int, args.levels.split(",")):
                 r = run_level(url, users, args.seconds, Path(tmp), log)
@@ -173,7 +175,8 @@ def main() -> None:
                 print(
                     f"{users:>5} users  {r['requests']:>6} req  stamp lag median {_ms(r['lag'], 50):+6.2f} ms "
                     f"p99 {_ms(r['lag'], 99):+7.2f} ms  TTFT error median {_ms(r['ttft_err'], 50):+6.2f} ms "
-                    f"p99 {_ms(r['ttft_err'], 99):+7.2f} ms  Locust CPU {r['cpu_s'] / r['requests'] * 1e6:>6.0f} µs/req",
+                    f"p99 {_ms(r['ttft_err'], 99):+7.2f} ms  "
+                    f"Locust CPU {r['cpu_s'] / r['requests'] * 1e6:>6.0f} µs/req",
                     flush=True,
                 )
         finally:
