@@ -10,10 +10,10 @@ the same clock a worker stamps with (CLOCK_MONOTONIC, shared by every process on
 Then the real `locust` command (one process: one worker, `locustfiles/chat_replay.py`) runs `--levels` users for
 `--seconds`, all started at once and all requests alike, so the streams' first tokens arrive in the same
 millisecond: the case where every microsecond a worker spends per event becomes TTFT error. Per level it prints,
-over the answered requests, the median and p99 of
-- stamp lag: the record's first_token − when the server wrote it (loopback + the worker's queueing), and
-- TTFT error: the record's TTFT − the server's (first content written − request read),
-and the Locust process's CPU per request.
+over the answered requests, the median and p99 of the TTFT error: the record's TTFT − the server's (first content
+written − request read), with its two legs: the request's (read by the server − the record's `sent`) and the
+response's (the record's first_token − first content written); and the Locust process's CPU per request while
+requests were in flight.
 
     python benchmarks/ttft_accuracy.py [--levels 8,64,256] [--seconds 20]
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import socket
 import statistics
@@ -38,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from slabench.record import Outcome  # noqa: E402
 from slabench.sinks import read_records  # noqa: E402
+from slabench.tokens import estimate_tokens  # noqa: E402
 
 ROLE_AT, TTFT, SPLIT_GAP = 0.100, 0.150, 0.002
 
@@ -56,7 +58,7 @@ def _delta(delta: dict, finish: str | None = None) -> dict:
         {"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
 
 
-async def _play(writer: asyncio.StreamWriter, t0: float, tokens: int, itl: float) -> float:
+async def _play(writer: asyncio.StreamWriter, t0: float, prompt_tokens: int, tokens: int, itl: float) -> float:
     loop = asyncio.get_running_loop()
 
     async def at(offset: float) -> None:
@@ -78,7 +80,7 @@ async def _play(writer: asyncio.StreamWriter, t0: float, tokens: int, itl: float
         n = 2 if i % 2 == 0 and i + 1 < tokens else 1  # every other write: two events in one (coalesced)
         writer.write(_chunk(b"".join(_event(_delta({"content": f" tok{i + k}"})) for k in range(n))))
         i += n
-    usage = {"prompt_tokens": 64, "completion_tokens": tokens, "total_tokens": 64 + tokens}
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens, "total_tokens": 64 + tokens}
     end = {**_delta({}, "length"), "usage": usage}
     writer.write(_chunk(_event(end) + b"data: [DONE]\n\n") + b"0\r\n\r\n")
     await writer.drain()
@@ -95,12 +97,14 @@ async def _serve(log_path: str, tokens: int, itl: float) -> None:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
-                await reader.readexactly(int(headers.get("content-length", 0)))
+                body = await reader.readexactly(int(headers.get("content-length", 0)))
                 t0 = time.perf_counter()
                 if not lines[0].startswith("POST") or "/chat/completions" not in lines[0]:
                     writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                     continue
-                first = await _play(writer, asyncio.get_running_loop().time(), tokens, itl)
+                # A count that follows the prompt, as a real server's does (the client calibrates prompt sizes by it)
+                prompt_tokens = sum(estimate_tokens(m["content"]) for m in json.loads(body)["messages"])
+                first = await _play(writer, asyncio.get_running_loop().time(), prompt_tokens, tokens, itl)
                 log.write(json.dumps({"id": headers.get("x-request-id"), "received": t0, "first": first}) + "\n")
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
@@ -116,30 +120,42 @@ def run_level(url: str, users: int, seconds: int, out: Path, truth_log: Path) ->
     argv = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat_replay.py"), "--headless"]
     argv += ["--only-summary", "--host", url, "--model", "truth", "-u", str(users), "-r", str(users)]
     argv += ["-t", f"{seconds}s", "--stop-timeout", "5", "--records", str(records_path)]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err_path = out / f"locust-{users}.err"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
     ps = psutil.Process(proc.pid)
-    cpu = 0.0
+    cpu_at: list[tuple[float, float]] = []  # (perf_counter, the process's CPU seconds so far)
     while proc.poll() is None:
         try:
             t = ps.cpu_times()
-            cpu = t.user + t.system
+            cpu_at.append((time.perf_counter(), t.user + t.system))
         except psutil.NoSuchProcess:
             break
-        time.sleep(0.2)
-    err = proc.stderr.read().decode()
+        time.sleep(0.1)
     if proc.returncode not in (0, 1):
-        raise RuntimeError(f"locust exited {proc.returncode}: {err[-2000:]}")
+        raise RuntimeError(f"locust exited {proc.returncode}: {err_path.read_text()[-2000:]}")
     truth = {}
     for line in truth_log.read_text().splitlines():
         row = json.loads(line)
         truth[row["id"]] = row
-    lag, ttft_err = [], []
+    request_leg, response_leg = [], []
     records = [r for r in read_records(records_path) if r.outcome is Outcome.OK and r.request_id in truth]
     for r in records:
         t = truth[r.request_id]
-        lag.append(r.first_token - t["first"])
-        ttft_err.append((r.first_token - r.sent) - (t["first"] - t["received"]))
-    return {"users": users, "requests": len(records), "lag": lag, "ttft_err": ttft_err, "cpu_s": cpu}
+        request_leg.append(t["received"] - r.sent)
+        response_leg.append(r.first_token - t["first"])
+    # CPU while requests were in flight only: the start (imports) and the end (summary, files) are not per request
+    window = (min(r.sent for r in records), max(r.end for r in records)) if records else (0.0, 0.0)
+    cpu = _cpu_at(cpu_at, window[1]) - _cpu_at(cpu_at, window[0])
+    return {"requests": len(records), "request_leg": request_leg, "response_leg": response_leg, "cpu_s": cpu}
+
+
+def _cpu_at(samples: list[tuple[float, float]], when: float) -> float:
+    """The process's CPU seconds at `when`, interpolated between the samples around it."""
+    for (t0, c0), (t1, c1) in itertools.pairwise(samples):
+        if t0 <= when <= t1:
+            return c0 + (c1 - c0) * (when - t0) / (t1 - t0)
+    return samples[-1][1] if samples and when > samples[-1][0] else 0.0
 
 
 def _ms(values: list[float], q: float) -> float:
@@ -172,11 +188,12 @@ def main() -> None:
                 if not r["requests"]:
                     print(f"{users:>5} users: no answered request", flush=True)
                     continue
+                ttft_err = [a + b for a, b in zip(r["request_leg"], r["response_leg"], strict=True)]
                 print(
-                    f"{users:>5} users  {r['requests']:>6} req  stamp lag median {_ms(r['lag'], 50):+6.2f} ms "
-                    f"p99 {_ms(r['lag'], 99):+7.2f} ms  TTFT error median {_ms(r['ttft_err'], 50):+6.2f} ms "
-                    f"p99 {_ms(r['ttft_err'], 99):+7.2f} ms  "
-                    f"Locust CPU {r['cpu_s'] / r['requests'] * 1e6:>6.0f} µs/req",
+                    f"{users:>5} users {r['requests']:>6} req  TTFT error median {_ms(ttft_err, 50):+6.2f} ms "
+                    f"p99 {_ms(ttft_err, 99):+7.2f} ms  (request leg median {_ms(r['request_leg'], 50):+5.2f} ms, "
+                    f"response leg {_ms(r['response_leg'], 50):+5.2f} ms)  "
+                    f"Locust CPU {r['cpu_s'] / r['requests'] * 1e6:>5.0f} µs/req",
                     flush=True,
                 )
         finally:

@@ -5,13 +5,16 @@ included), not the project's estimator:
 - with the served model's tokenizer (`--tokenizer DIR`, `TokenizerSizer`): counted exactly, as the server counts;
 - without it (`UsageSizer`): calibrated from the server's own counts: after each answered request, the ratio of its
   `prompt_tokens` to the estimator's count of what was sent; the next prompts aim at N ÷ the median ratio of the
-  last ones. The first request goes out at N estimator tokens.
+  last ones. The first request goes out at N estimator tokens. The ratio is held at or above `MIN_RATIO`: no real
+  tokenizer counts our vocabulary at half a token a word, so a lower one means the server's count does not follow
+  the prompt (a fixed or truncated count); aiming by it would double the prompt on every answer, without bound.
 Records keep the server's count: it is the truth, the target is only what was aimed at.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 import statistics
 import threading
@@ -22,6 +25,9 @@ from typing import Protocol
 
 from slabench.errors import UserError
 from slabench.files import read_text
+
+log = logging.getLogger("slabench")
+MIN_RATIO = 0.5  # server tokens per estimator token; see the module doc
 
 _VOCAB = (
     "order refund return warranty exchange delivery package invoice receipt customer agent account store card "
@@ -46,8 +52,8 @@ class PromptSource(Protocol):
 
 
 def synthetic_text(n_tokens: int, rng: random.Random) -> str:
-    """Exactly `n_tokens` tokens by the project's estimator (`slabench.tokens`)."""
-    return " ".join(rng.choice(_VOCAB) for _ in range(n_tokens))
+    """Exactly `n_tokens` tokens by the project's estimator (`slabench.tokens`): every vocabulary word is one."""
+    return " ".join(rng.choices(_VOCAB, k=n_tokens))
 
 
 class PromptSizer(Protocol):
@@ -64,12 +70,23 @@ class UsageSizer:
     def __init__(self, window: int = 32) -> None:
         self._ratios: deque[float] = deque(maxlen=window)
         self._lock = threading.Lock()
+        self._warned = False
 
     @property
     def ratio(self) -> float:
-        """Server tokens per estimator token (1.0 until the server has answered)."""
+        """Server tokens per estimator token (1.0 until the server has answered), never below `MIN_RATIO`."""
         with self._lock:
-            return statistics.median(self._ratios) if self._ratios else 1.0
+            ratio = statistics.median(self._ratios) if self._ratios else 1.0
+        if ratio < MIN_RATIO and not self._warned:
+            self._warned = True
+            log.warning(
+                "slabench: the server counts %.2f prompt tokens per word sent: its usage.prompt_tokens does not "
+                "follow the prompt's length (a fixed or truncated count?); prompts stay at %d%% of the asked length "
+                "instead of growing without bound (--tokenizer DIR sizes them exactly)",
+                ratio,
+                100 / MIN_RATIO,
+            )
+        return max(ratio, MIN_RATIO)
 
     def content(self, n_tokens: int, rng: random.Random) -> str:
         return synthetic_text(max(1, round(n_tokens / self.ratio)), rng)
@@ -138,10 +155,9 @@ class SyntheticPrompts:
     sizer: PromptSizer | None = None  # None: the estimator's count (what the embedded simulator counts)
 
     def next(self, rng: random.Random) -> Prompt:
-        from slabench.tokens import estimate_tokens
-
         text = self.sizer.content(self.prompt_tokens, rng) if self.sizer else synthetic_text(self.prompt_tokens, rng)
-        return Prompt([{"role": "user", "content": text}], estimate_tokens=estimate_tokens(text))
+        # Every piece a sizer uses (a vocabulary word, letter or digit) is one estimator token: count the spaces.
+        return Prompt([{"role": "user", "content": text}], estimate_tokens=text.count(" ") + 1)
 
     def observe(self, prompt: Prompt, server_prompt_tokens: int | None) -> None:
         """Feed the server's count of an answered prompt back to the sizer."""

@@ -75,3 +75,20 @@ def test_no_single_token_word_is_needed(coarse_tokenizer):
     """This tokenizer has no one-token vocabulary word: gaps are filled from letters and digits."""
     sizer = TokenizerSizer(ChatTokenizer(coarse_tokenizer))
     assert min(sizer._cost[w] for w in _VOCAB) > 1
+
+
+def test_a_server_whose_count_ignores_the_prompt_does_not_grow_it_without_bound(caplog):
+    """A proxy that reports a fixed usage (or truncates prompts) answers 64 whatever is sent: aiming by its ratio
+    would double the prompt on every answer. The prompts stay within twice the asked length, and it is said once."""
+    prompts = SyntheticPrompts(512, UsageSizer())
+    rng = random.Random(5)
+    sizes = []
+    with caplog.at_level("WARNING", logger="slabench"):
+        for _ in range(40):
+            p = prompts.next(rng)
+            assert p.estimate_tokens == estimate_tokens(p.messages[0]["content"])
+            sizes.append(p.estimate_tokens)
+            prompts.observe(p, 64)
+    assert max(sizes) == 2 * 512
+    warnings = [r.getMessage() for r in caplog.records if "does not follow the prompt's length" in r.getMessage()]
+    assert len(warnings) == 1 and "--tokenizer" in warnings[0]
