@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import gevent
+import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
@@ -395,7 +396,7 @@ class StreamingClient:
 
     def _on_event(self, data: str, now: float, s: _Stream) -> None:
         try:
-            obj = json.loads(data)
+            obj = _loads(data)
         except (ValueError, RecursionError):
             raise _Failure(
                 Outcome.ERROR, ErrorCategory.BAD_JSON, f"invalid JSON in a stream event: {self._excerpt(data)}"
@@ -491,6 +492,17 @@ class StreamingClient:
             retry_after=s.retry_after,
             redirects=s.redirects or None,
         )
+
+
+def _loads(data: str) -> Any:
+    """JSON of a stream event: orjson (a third of the stdlib's time, and this runs for every event), with the stdlib
+    deciding what orjson refuses but Python's json reads (NaN, Infinity, lone surrogates), so what is accepted does
+    not depend on the parser. One difference stays: orjson reads an integer past 64 bits as a float, so such a
+    token count is refused (`_count`) where it would have been believed."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def _apply_chunk(obj: dict, now: float, s: _Stream) -> None:

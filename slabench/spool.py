@@ -24,6 +24,7 @@ from typing import Any
 from slabench.errors import UserError
 from slabench.files import read_text
 from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.sinks import json_line
 
 BEGAN = "began"
 
@@ -38,7 +39,7 @@ class Journal:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = self.path.open("a", encoding="utf-8")
+        self._f = self.path.open("ab")
 
     def began(self, meta: dict[str, Any]) -> None:
         self._line({BEGAN: meta})
@@ -47,7 +48,7 @@ class Journal:
         self._line(row)
 
     def _line(self, obj: dict[str, Any]) -> None:
-        self._f.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        self._f.write(json_line(obj))
         self._f.flush()
 
     def close(self) -> None:

@@ -83,18 +83,6 @@ class SSEParser:
                 self._field(line)
         return out
 
-    def _line(self, line: bytes, now: float) -> list[SSEEvent]:
-        if not line:
-            out = [SSEEvent("\n".join(self._data), now, self._event)] if self._data else []
-            self._data = []
-            self._event = None
-            return out
-        if line[0] == 0x3A:  # ':'
-            self.comments += 1
-        else:
-            self._field(line)
-        return []
-
     def _field(self, line: bytes) -> None:
         name, sep, value = line.partition(b":")
         if sep and value[:1] == b" ":

