@@ -13,7 +13,8 @@ millisecond: the case where every microsecond a worker spends per event becomes 
 over the answered requests, the median and p99 of the TTFT error: the record's TTFT − the server's (first content
 written − request read), with its two legs: the request's (read by the server − the record's `sent`) and the
 response's (the record's first_token − first content written); and the Locust process's CPU per request while
-requests were in flight.
+requests were in flight. The same figures follow for the floor: a minimal asyncio raw-socket client (no HTTP library,
+SSE parser, JSON or records) at the same streams, so what the machine and the truth server add is seen beside it.
 
     python benchmarks/ttft_accuracy.py [--levels 8,64,256] [--seconds 20]
 """
@@ -39,7 +40,6 @@ sys.path.insert(0, str(ROOT))
 
 from slabench.record import Outcome  # noqa: E402
 from slabench.sinks import read_records  # noqa: E402
-from slabench.tokens import estimate_tokens  # noqa: E402
 
 ROLE_AT, TTFT, SPLIT_GAP = 0.100, 0.150, 0.002
 
@@ -80,7 +80,7 @@ async def _play(writer: asyncio.StreamWriter, t0: float, prompt_tokens: int, tok
         n = 2 if i % 2 == 0 and i + 1 < tokens else 1  # every other write: two events in one (coalesced)
         writer.write(_chunk(b"".join(_event(_delta({"content": f" tok{i + k}"})) for k in range(n))))
         i += n
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens, "total_tokens": 64 + tokens}
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens, "total_tokens": prompt_tokens + tokens}
     end = {**_delta({}, "length"), "usage": usage}
     writer.write(_chunk(_event(end) + b"data: [DONE]\n\n") + b"0\r\n\r\n")
     await writer.drain()
@@ -102,8 +102,10 @@ async def _serve(log_path: str, tokens: int, itl: float) -> None:
                 if not lines[0].startswith("POST") or "/chat/completions" not in lines[0]:
                     writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                     continue
-                # A count that follows the prompt, as a real server's does (the client calibrates prompt sizes by it)
-                prompt_tokens = sum(estimate_tokens(m["content"]) for m in json.loads(body)["messages"])
+                # A count that follows the prompt, as a real server's does (the client calibrates prompt sizes by it);
+                # spaces, as the synthetic prompts are one-token words: a regex would hold up the other streams
+
+                prompt_tokens = sum(m["content"].count(" ") + 1 for m in json.loads(body)["messages"])
                 first = await _play(writer, asyncio.get_running_loop().time(), prompt_tokens, tokens, itl)
                 log.write(json.dumps({"id": headers.get("x-request-id"), "received": t0, "first": first}) + "\n")
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -112,6 +114,37 @@ async def _serve(log_path: str, tokens: int, itl: float) -> None:
     server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=1024)
     print(server.sockets[0].getsockname()[1], flush=True)
     await server.serve_forever()
+
+
+# -- the floor: a minimal client ------------------------------------------------------------------------------
+async def _floor_client(port: int, users: int, seconds: float, out_path: str) -> None:
+    """`users` raw-socket streams on asyncio, back to back: stamp, write the request, stamp the read that completes
+    the first content event, read to the body's end. No HTTP library, no SSE parser, no JSON, no records: what is
+    left of the TTFT error is the machine's (loopback, the scheduler, the truth server's own loop)."""
+    body = json.dumps({"model": "truth", "messages": [{"role": "user", "content": "hello " * 64}]}).encode()
+    deadline = time.perf_counter() + seconds
+    rows: list[dict] = []
+
+    async def stream(n: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        i = 0
+        while time.perf_counter() < deadline:
+            rid = f"floor-{n}-{i}"
+            i += 1
+            head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Request-Id: {rid}\r\n"
+            sent = time.perf_counter()
+            writer.write(head.encode() + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            buf, first = b"", None
+            while not buf.endswith(b"\r\n0\r\n\r\n"):
+                buf += await reader.read(65536)
+                if first is None and (at := buf.find(b'"tok0"')) >= 0 and buf.find(b"\n\n", at) >= 0:
+                    first = time.perf_counter()
+            rows.append({"id": rid, "sent": sent, "first": first})
+        writer.close()
+
+    await asyncio.gather(*(stream(n) for n in range(users)))
+    Path(out_path).write_text("\n".join(json.dumps(r) for r in rows))
 
 
 # -- the measurement -------------------------------------------------------------------------------------------
@@ -134,10 +167,7 @@ def run_level(url: str, users: int, seconds: int, out: Path, truth_log: Path) ->
         time.sleep(0.1)
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"locust exited {proc.returncode}: {err_path.read_text()[-2000:]}")
-    truth = {}
-    for line in truth_log.read_text().splitlines():
-        row = json.loads(line)
-        truth[row["id"]] = row
+    truth = _truth(truth_log)
     request_leg, response_leg = [], []
     records = [r for r in read_records(records_path) if r.outcome is Outcome.OK and r.request_id in truth]
     for r in records:
@@ -148,6 +178,25 @@ def run_level(url: str, users: int, seconds: int, out: Path, truth_log: Path) ->
     window = (min(r.sent for r in records), max(r.end for r in records)) if records else (0.0, 0.0)
     cpu = _cpu_at(cpu_at, window[1]) - _cpu_at(cpu_at, window[0])
     return {"requests": len(records), "request_leg": request_leg, "response_leg": response_leg, "cpu_s": cpu}
+
+
+def run_floor(url: str, users: int, seconds: int, out: Path, truth_log: Path) -> dict:
+    rows_path = out / f"floor-{users}.jsonl"
+    port = url.rsplit(":", 1)[1]
+    argv = [sys.executable, __file__, "--floor-client", port, str(users), str(seconds), str(rows_path)]
+    subprocess.run(argv, check=True, cwd=ROOT)
+    truth = _truth(truth_log)
+    rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
+    rows = [r for r in rows if r["id"] in truth and r["first"] is not None]
+    return {
+        "requests": len(rows),
+        "request_leg": [truth[r["id"]]["received"] - r["sent"] for r in rows],
+        "response_leg": [r["first"] - truth[r["id"]]["first"] for r in rows],
+    }
+
+
+def _truth(truth_log: Path) -> dict[str, dict]:
+    return {row["id"]: row for row in map(json.loads, truth_log.read_text().splitlines())}
 
 
 def _cpu_at(samples: list[tuple[float, float]], when: float) -> float:
@@ -169,7 +218,12 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--itl", type=float, default=0.02)
     ap.add_argument("--serve", metavar="LOG", help=argparse.SUPPRESS)
+    ap.add_argument("--floor-client", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.floor_client:
+        port, users, seconds, out_path = args.floor_client
+        asyncio.run(_floor_client(int(port), int(users), float(seconds), out_path))
+        return
     if args.serve:
         asyncio.run(_serve(args.serve, args.tokens, args.itl))
         return
@@ -185,17 +239,19 @@ def main() -> None:
         try:
             for users in map(int, args.levels.split(",")):
                 r = run_level(url, users, args.seconds, Path(tmp), log)
-                if not r["requests"]:
-                    print(f"{users:>5} users: no answered request", flush=True)
-                    continue
-                ttft_err = [a + b for a, b in zip(r["request_leg"], r["response_leg"], strict=True)]
-                print(
-                    f"{users:>5} users {r['requests']:>6} req  TTFT error median {_ms(ttft_err, 50):+6.2f} ms "
-                    f"p99 {_ms(ttft_err, 99):+7.2f} ms  (request leg median {_ms(r['request_leg'], 50):+5.2f} ms, "
-                    f"response leg {_ms(r['response_leg'], 50):+5.2f} ms)  "
-                    f"Locust CPU {r['cpu_s'] / r['requests'] * 1e6:>5.0f} µs/req",
-                    flush=True,
-                )
+                floor = run_floor(url, users, args.seconds, Path(tmp), log)
+                for name, m in (("slabench", r), ("floor", floor)):
+                    if not m["requests"]:
+                        print(f"{users:>5} users {name:<8}: no answered request", flush=True)
+                        continue
+                    err = [a + b for a, b in zip(m["request_leg"], m["response_leg"], strict=True)]
+                    cpu = f"  Locust CPU {m['cpu_s'] / m['requests'] * 1e6:>5.0f} µs/req" if "cpu_s" in m else ""
+                    print(
+                        f"{users:>5} users {name:<8} {m['requests']:>6} req  TTFT error median {_ms(err, 50):+6.2f} ms "
+                        f"p99 {_ms(err, 99):+7.2f} ms  (request leg median {_ms(m['request_leg'], 50):+5.2f} ms, "
+                        f"response leg {_ms(m['response_leg'], 50):+5.2f} ms){cpu}",
+                        flush=True,
+                    )
         finally:
             server.terminate()
 

@@ -484,14 +484,22 @@ class StreamingClient:
             cached_tokens=s.cached,
             token_source=source,
             max_tokens=body.get("max_tokens"),
-            finish_reason=s.finish_reason,
+            finish_reason=_storable(s.finish_reason),
             outcome=failure.outcome if failure else Outcome.OK,
             error_category=failure.category if failure else None,
             http_status=s.status if failure is None or failure.status is None else failure.status,
-            error_message=redact(str(failure), self.target.api_key)[:300] if failure else None,
+            error_message=_storable(redact(str(failure), self.target.api_key)[:300]) if failure else None,
             retry_after=s.retry_after,
             redirects=s.redirects or None,
         )
+
+
+def _storable(text: str | None) -> str | None:
+    """A server's string as a records file can hold it: a lone surrogate (sent escaped, e.g. by a gateway that cut a
+    string by UTF-16 length) is not UTF-8, and would fail the record's write; it becomes '?'."""
+    if text is None or text.isascii():
+        return text
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _loads(data: str) -> Any:
@@ -570,7 +578,7 @@ def _apply_chunk(obj: dict, now: float, s: _Stream) -> None:
 
 
 def _count(value: Any, name: str) -> int:
-    if type(value) is not int or value < 0:
+    if type(value) is not int or not 0 <= value < 1 << 63:  # a count a records file (int64) can hold
         raise _Shape(f"usage.{name} is not a token count")
     return value
 

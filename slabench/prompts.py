@@ -58,7 +58,8 @@ def synthetic_text(n_tokens: int, rng: random.Random) -> str:
 
 class PromptSizer(Protocol):
     def content(self, n_tokens: int, rng: random.Random) -> str:
-        """A user message for which the server counts about `n_tokens` prompt tokens."""
+        """A user message for which the server counts about `n_tokens` prompt tokens: one-token pieces (words,
+        letters, digits) joined by single spaces, so the estimator's count is the number of pieces."""
 
     def observe(self, estimate_tokens: int, server_prompt_tokens: int) -> None:
         """The server counted `server_prompt_tokens` for a message of `estimate_tokens` estimator tokens."""
@@ -157,7 +158,7 @@ class SyntheticPrompts:
     def next(self, rng: random.Random) -> Prompt:
         text = self.sizer.content(self.prompt_tokens, rng) if self.sizer else synthetic_text(self.prompt_tokens, rng)
         # Every piece a sizer uses (a vocabulary word, letter or digit) is one estimator token: count the spaces.
-        return Prompt([{"role": "user", "content": text}], estimate_tokens=text.count(" ") + 1)
+        return Prompt([{"role": "user", "content": text}], estimate_tokens=text.count(" ") + 1 if text else 0)
 
     def observe(self, prompt: Prompt, server_prompt_tokens: int | None) -> None:
         """Feed the server's count of an answered prompt back to the sizer."""

@@ -15,20 +15,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from slabench.errors import UserError
 from slabench.files import read_text
+from slabench.jsonl import json_line
 from slabench.record import _FIELDS, RecordError, RequestRecord
 
 FLUSH_INTERVAL_S = 1.0
-
-
-def json_line(obj: dict) -> bytes:
-    """One JSON Lines line: compact UTF-8 (orjson: a record is written once per request on the hot path)."""
-    return orjson.dumps(obj) + b"\n"
 
 
 class RecordSink(Protocol):

@@ -23,8 +23,8 @@ from typing import Any
 
 from slabench.errors import UserError
 from slabench.files import read_text
+from slabench.jsonl import json_line
 from slabench.record import ErrorCategory, Outcome, RequestRecord
-from slabench.sinks import json_line
 
 BEGAN = "began"
 

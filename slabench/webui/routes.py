@@ -33,6 +33,7 @@ from locust.runners import WorkerRunner
 
 from slabench.client import parse_base_url
 from slabench.errors import UserError
+from slabench.jsonl import json_line
 from slabench.record import RequestRecord
 from slabench.run_status import MeasurementPolicy, saturation_reasons
 from slabench.webui import server_metrics, tab
@@ -246,7 +247,7 @@ class LiveView:
 
             for part in sorted(path.glob("part-*.parquet")):
                 for row in pq.read_table(part, schema=ARROW_SCHEMA).to_pylist():
-                    yield (json.dumps(RequestRecord.from_dict(row).to_dict(), separators=(",", ":")) + "\n").encode()
+                    yield json_line(RequestRecord.from_dict(row).to_dict())
             return
         size = path.stat().st_size  # what is there now; the file keeps growing while we send
         with path.open("rb") as f:

@@ -240,8 +240,11 @@ def test_a_huge_line_does_not_disturb_another_stream(server):
 
 
 # -- any JSON shape in a chunk: exactly one record, never an exception ---------------------------------------------
+# Lone surrogates ("\ud83d" escaped, as a gateway cutting strings by UTF-16 length sends them) are Python strings no
+# UTF-8 file can hold; hypothesis' text() leaves them out, so they are added by hand.
+LONE_SURROGATE = st.sampled_from(["\ud83d", "a\udfffb"])
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8) | LONE_SURROGATE,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=8,
 )
