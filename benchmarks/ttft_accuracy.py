@@ -42,6 +42,7 @@ from slabench.record import Outcome  # noqa: E402
 from slabench.sinks import read_records  # noqa: E402
 
 ROLE_AT, TTFT, SPLIT_GAP = 0.100, 0.150, 0.002
+PROMPT_WORDS = 64  # both clients send prompts of this size: the truth server's work per request is then alike
 
 
 # -- the truth server ------------------------------------------------------------------------------------------
@@ -121,7 +122,8 @@ async def _floor_client(port: int, users: int, seconds: float, out_path: str) ->
     """`users` raw-socket streams on asyncio, back to back: stamp, write the request, stamp the read that completes
     the first content event, read to the body's end. No HTTP library, no SSE parser, no JSON, no records: what is
     left of the TTFT error is the machine's (loopback, the scheduler, the truth server's own loop)."""
-    body = json.dumps({"model": "truth", "messages": [{"role": "user", "content": "hello " * 64}]}).encode()
+    content = " ".join(["hello"] * PROMPT_WORDS)
+    body = json.dumps({"model": "truth", "messages": [{"role": "user", "content": content}]}).encode()
     deadline = time.perf_counter() + seconds
     rows: list[dict] = []
 
@@ -153,6 +155,7 @@ def run_level(url: str, users: int, seconds: int, out: Path, truth_log: Path) ->
     argv = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat_replay.py"), "--headless"]
     argv += ["--only-summary", "--host", url, "--model", "truth", "-u", str(users), "-r", str(users)]
     argv += ["-t", f"{seconds}s", "--stop-timeout", "5", "--records", str(records_path)]
+    argv += ["--prompt-tokens", str(PROMPT_WORDS)]
     err_path = out / f"locust-{users}.err"
     with open(err_path, "wb") as err:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)

@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import gevent
+import gevent.monkey
 import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
@@ -190,6 +191,10 @@ class StreamingClient:
                 network_timeout=t.stall_timeout,
                 concurrency=1,
             )
+            # Its idle-connection check (is the socket readable?) runs between our `sent` stamp and the write, and
+            # through gevent's select, which yields to every other ready greenlet even with timeout 0: each request's
+            # TTFT then held the other streams' work. The same check, without the yield.
+            self._http._connection_pool._is_socket_alive = _idle_socket_alive
         return self._http
 
     def close(self) -> None:
@@ -492,6 +497,20 @@ class StreamingClient:
             retry_after=s.retry_after,
             redirects=s.redirects or None,
         )
+
+
+_select = gevent.monkey.get_original("select", "select")
+
+
+def _idle_socket_alive(sock: Any) -> bool:
+    """An idle keep-alive socket is alive when it is open and not readable (readable: the server closed it, or sent
+    something unasked). geventhttpclient's check, minus gevent's yield."""
+    if sock is None:
+        return False
+    try:
+        return sock.fileno() >= 0 and not _select([sock], [], [], 0)[0]
+    except (OSError, ValueError):
+        return False
 
 
 def _storable(text: str | None) -> str | None:

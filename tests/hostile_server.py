@@ -500,6 +500,14 @@ def _closed_on_reuse(c: Conn, r: Request) -> bool:
     return _ok(c, r)
 
 
+@behaviour("closed_when_idle")
+def _closed_when_idle(c: Conn, r: Request) -> bool:
+    """Answers, then closes the kept-alive connection (FIN) while it is idle, as a server's keep-alive timeout does."""
+    _ok(c, r)
+    c.cut()
+    return False
+
+
 @behaviour("reset_on_reuse")
 def _reset_on_reuse(c: Conn, r: Request) -> bool:
     """Answers a connection's first request; resets after reading its second."""

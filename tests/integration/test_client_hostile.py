@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -121,7 +122,7 @@ def test_the_table_covers_every_behaviour_of_the_server():
     from tests.hostile_server import BEHAVIOURS
 
     assert len(CASES) >= 25
-    covered = {c.behaviour for c in CASES} | {"timed", "echo_events"}  # those two have tests of their own below
+    covered = {c.behaviour for c in CASES} | {"timed", "echo_events", "closed_when_idle"}  # tests of their own below
     assert covered == set(BEHAVIOURS)
 
 
@@ -298,6 +299,23 @@ def test_any_json_in_a_chunk_is_one_classified_record(server, tmp_path, chunks):
         sink.write([r])
         sink.close()
         assert read_records(path) == [r]
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(server):
+    """A keep-alive connection the server closed between requests (its keep-alive timeout) is noticed before the
+    next request is written: that request goes out on a new connection and succeeds, sent once."""
+    client = StreamingClient(Target(server.url))
+    mark = server.mark()
+    try:
+        first = send(client, "closed_when_idle").record
+        time.sleep(1.0)  # the server's FIN has long arrived
+        second = send(client, "closed_when_idle").record
+    finally:
+        client.close()
+    assert (first.outcome, second.outcome) == ("ok", "ok"), second.error_message
+    seen = server.requests(mark)
+    assert [r["request_id"] for r in seen] == [first.request_id, second.request_id]
+    assert seen[0]["conn"] != seen[1]["conn"]
 
 
 def test_cr_only_stream_is_stamped_as_events_arrive(server):
