@@ -6,7 +6,8 @@ The server: the live tier's real vLLM (CPU build, a tiny random-weight Llama bui
 
 Both tools send chat requests with ~`--prompt-tokens` prompts and exactly `--output-tokens` streamed tokens
 (`ignore_eos`) at `--users` concurrent streams. Each runs twice, a small and a large run; CPU time is read with
-`getrusage(RUSAGE_CHILDREN)` around each run (the tool's process and everything it waited for). The cost per request is
+`getrusage(RUSAGE_CHILDREN)` around each run (the tool's process and everything it waited for). Ours runs with
+`--server-metrics off`: the peer does not scrape the server's metrics either. The cost per request is
 the slope between the two runs, ΔCPU ÷ Δrequests: start-up (imports, a model's tokenizer) cancels out, per-second
 costs over the extra requests' time stay in, for both tools alike. The Locust runs last `--seconds` and 3 ×
 `--seconds`; the peer sends as many prompts as Locust answered in each.
@@ -71,6 +72,9 @@ def run_locust(url: str, args, seconds: int, out: Path) -> dict:
     argv += ["--host", url, "--model", MODEL_NAME, "-u", str(args.users), "-r", str(args.users), "-t", f"{seconds}s"]
     argv += ["--prompt-tokens", str(args.prompt_tokens), "--max-tokens", str(args.output_tokens), "--ignore-eos"]
     argv += ["--stop-timeout", "30", "--records", str(records)]
+    # The peer does not scrape the server's /metrics; ours does once a second by default (a process of its own,
+    # 8–15 ms per vLLM scrape): a per-second cost, not the client's per-request one, so it is off here.
+    argv += ["--server-metrics", "off"]
     cpu = timed(argv, out / f"locust-{seconds}.log", ok_codes=(0, 1))  # 1: some request failed (records say which)
     ok = [r for r in read_records(records) if r.outcome is Outcome.OK]
     tokens = sum(r.completion_tokens or 0 for r in ok)
