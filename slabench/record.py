@@ -50,15 +50,6 @@ class ErrorCategory(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Stage:
-    """Where in a load shape a request was issued."""
-
-    level: int | None = None  # concurrency, or rate ×1000 for rate shapes — see the shape
-    repeat: int | None = None
-    phase: str | None = None  # "warmup" | "hold" | "cooldown" | None
-
-
-@dataclass(frozen=True, slots=True)
 class RequestRecord:
     # identity
     run_id: str
@@ -67,7 +58,7 @@ class RequestRecord:
     user_id: str = ""
     account: str | None = None
     item_id: str | None = None
-    stage_level: int | None = None
+    stage_level: int | None = None  # the shape's level: users, or requests/s × 1000 for rate shapes
     stage_repeat: int | None = None
     stage_phase: str | None = None
     endpoint: str = "chat"  # "chat" | "completions"
@@ -111,10 +102,6 @@ class RequestRecord:
     schema_version: int = SCHEMA_VERSION
     schema_minor: int = RECORD.minor
     kind: str = RECORD.kind
-
-    @property
-    def stage(self) -> Stage:
-        return Stage(self.stage_level, self.stage_repeat, self.stage_phase)
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in _FIELDS}
