@@ -25,9 +25,9 @@ from typing import Protocol
 
 from slabench.errors import UserError
 from slabench.files import read_text
+from slabench.tokens import MIN_RATIO
 
 log = logging.getLogger("slabench")
-MIN_RATIO = 0.5  # server tokens per estimator token; see the module doc
 
 _VOCAB = (
     "order refund return warranty exchange delivery package invoice receipt customer agent account store card "

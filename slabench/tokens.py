@@ -14,6 +14,10 @@ from pathlib import Path
 from slabench.errors import UserError
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+# The fewest server tokens per estimator token a calibration believes: no real tokenizer counts a word as half a
+# token, so a lower ratio means the server's count does not follow the prompt (fixed or truncated), and sizing by
+# it would grow prompts without bound.
+MIN_RATIO = 0.5
 
 
 def estimate_tokens(text: str) -> int:

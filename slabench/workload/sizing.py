@@ -9,7 +9,8 @@ model's tokens per estimator token on this text:
 - `UsageScale`: learned from the server's `usage.prompt_tokens` as requests are answered (a least-squares fit of its
   count against the estimator's counts of the prompt's fixed part and of its transcript); 1.0 until enough came
   back, and exactly 1.0 against a server that counts like the estimator (the embedded simulator), so nothing is
-  rebuilt there.
+  rebuilt there. Never below `MIN_RATIO` (0.5): a server whose count ignores the prompt would otherwise have the
+  calls rebuilt ever longer (the transcript aims at target ÷ scale).
 
 A rebuilt call draws its neutral filler and answer lengths afresh (the same distributions); its ground truth is the
 original's.
@@ -22,9 +23,14 @@ estimator token), +25 % → +16 % with a 300-token BPE (2.9) — not the ±2 % s
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import numpy as np
+
+from slabench.tokens import MIN_RATIO
+
+log = logging.getLogger("slabench")
 
 SAME = 0.005  # a scale this close to 1 is 1: the call is not rebuilt
 
@@ -60,6 +66,7 @@ class UsageScale:
         self._rows: list[tuple[int, int, int]] = []
         self._window, self._minimum = window, minimum
         self._lock = threading.Lock()
+        self._warned = False
         self.value = 1.0
 
     def observe(self, fixed_estimate: int, transcript_estimate: int, server_prompt_tokens: int) -> None:
@@ -75,7 +82,16 @@ class UsageScale:
                 slope = float(np.linalg.lstsq(a, y, rcond=None)[0][2])
             else:  # no spread to tell the parts apart: the overall ratio
                 slope = float(y.sum() / a[:, 1:].sum())
-            self.value = 1.0 if abs(slope - 1.0) < SAME or slope <= 0 else slope
+            if slope < MIN_RATIO and not self._warned:
+                self._warned = True
+                log.warning(
+                    "slabench: the server's usage.prompt_tokens does not follow the transcripts' length (fitted "
+                    "%.2f tokens per word: a fixed or truncated count?); calls are resized at %.1f at most "
+                    "(--tokenizer DIR sizes them exactly)",
+                    slope,
+                    MIN_RATIO,
+                )
+            self.value = 1.0 if abs(slope - 1.0) < SAME else max(slope, MIN_RATIO)
 
     def build(self, item):
         """The call with its transcript at the learned scale."""

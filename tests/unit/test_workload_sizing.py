@@ -81,3 +81,16 @@ def test_a_resized_call_keeps_its_ground_truth(queue):
     bigger = build_item(queue[0], token_scale=0.5)  # a model with half as many tokens: twice the estimator's
     assert bigger.scores == call.scores and bigger.autofail == call.autofail and bigger.passed == call.passed
     assert bigger.transcript_tokens > 1.6 * call.transcript_tokens
+
+
+def test_a_server_whose_count_ignores_the_prompt_does_not_stretch_the_calls(caplog):
+    """A fixed usage (a proxy, or a truncating server) fits a scale near 0; the calls aim at target ÷ scale, so they
+    would be rebuilt tens of times longer. The scale stops at 0.5 — twice the estimator's length at most — said once."""
+    scale = UsageScale()
+    golden = load_golden("datasets")[:12]
+    with caplog.at_level("WARNING", logger="slabench"):
+        for call in golden:
+            fixed = estimated_prompt(call, "verbose") - call.transcript_tokens
+            scale.observe(fixed, call.transcript_tokens, 700)
+    assert scale.value == 0.5
+    assert sum("does not follow the transcripts' length" in r.getMessage() for r in caplog.records) == 1
