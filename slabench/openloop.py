@@ -40,7 +40,7 @@ from locust import TaskSet
 
 from slabench import metrics
 from slabench.errors import UserError
-from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.record import ErrorCategory, RequestRecord
 
 log = logging.getLogger("slabench")
 
@@ -330,16 +330,15 @@ class Dispatcher:
         self.stats.not_sent += 1
         hub = self.hub
         self.hub.emit(
-            RequestRecord(
+            RequestRecord.dropped(
+                ErrorCategory.NOT_SENT,
+                reason,
                 run_id=hub.run_id,
                 request_id=uuid.uuid4().hex,
                 worker_id=hub.worker_id,
                 account=item.account,
                 item_id=item.item_id,
                 scheduled=scheduled,
-                outcome=Outcome.DROPPED,
-                error_category=ErrorCategory.NOT_SENT,
-                error_message=reason,
                 **item.stage,
             )
         )

@@ -138,6 +138,11 @@ class RequestRecord:
     def replace(self, **changes: Any) -> RequestRecord:
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def dropped(cls, category: ErrorCategory, message: str, **identity: Any) -> RequestRecord:
+        """The record of a request that never ran to an answer here: not sent, or lost with its worker."""
+        return cls(outcome=Outcome.DROPPED, error_category=category, error_message=message, **identity)
+
 
 _FIELDS = dataclasses.fields(RequestRecord)
 _FIELD_NAMES = frozenset(f.name for f in _FIELDS)

@@ -24,7 +24,7 @@ from typing import Any
 from slabench.errors import UserError
 from slabench.files import read_text
 from slabench.jsonl import json_line
-from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.record import ErrorCategory, RequestRecord
 
 BEGAN = "began"
 
@@ -107,13 +107,7 @@ def stand_in(meta: dict[str, Any], message: str) -> RequestRecord:
     m = dict(meta)
     started = m.pop("started_wall", None)
     fields = {k: v for k, v in m.items() if k in _META_FIELDS}
-    return RequestRecord(
-        wall_sent=started,
-        outcome=Outcome.DROPPED,
-        error_category=ErrorCategory.LOST_WITH_WORKER,
-        error_message=message,
-        **fields,
-    )
+    return RequestRecord.dropped(ErrorCategory.LOST_WITH_WORKER, message, wall_sent=started, **fields)
 
 
 _META_FIELDS = frozenset(

@@ -27,7 +27,7 @@ from slabench.errors import UserError
 from slabench.locust_plugin import install as install_plugin
 from slabench.locust_plugin import refresh_loop_clock
 from slabench.openloop import Dispatcher, OpenLoopItem, check_user_class, item_meta, merge_reports, summary_line
-from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.record import ErrorCategory, RequestRecord
 from slabench.shapes.schedules import Span, partition, span_at
 
 log = logging.getLogger("slabench")
@@ -318,17 +318,16 @@ class ShapeRuntime:
         for item in list(pending.values()):
             lost = not exact and item.due <= noticed
             self.hub.emit(
-                RequestRecord(
+                RequestRecord.dropped(
+                    ErrorCategory.LOST_WITH_WORKER if lost else ErrorCategory.NOT_SENT,
+                    "its worker was lost; not known to have been sent"
+                    if lost
+                    else "its worker was lost before it sent this item",
                     run_id=self.hub.run_id,
                     request_id=f"lost-{uuid.uuid4().hex}",
                     worker_id=worker_id,
                     account=item.account,
                     item_id=item.item_id,
-                    outcome=Outcome.DROPPED,
-                    error_category=ErrorCategory.LOST_WITH_WORKER if lost else ErrorCategory.NOT_SENT,
-                    error_message="its worker was lost; not known to have been sent"
-                    if lost
-                    else "its worker was lost before it sent this item",
                     **item.stage,
                 )
             )
