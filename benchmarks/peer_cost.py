@@ -19,7 +19,7 @@ TTFT agreement: the median TTFT each tool measured in its large run, over the sa
 stamps TTFT at the first chunk with `choices`, ours at the first non-empty content; vLLM and the simulator send the
 role-only delta with the first token, so on them the two agree; on a server that sends the role early they would not.
 
-    python benchmarks/peer_cost.py [--server vllm|sim] [--users 8] [--seconds 20]
+    python benchmarks/peer_cost.py [--server vllm|sim] [--users 8] [--seconds 20] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def timed(argv: list[str], log: Path, ok_codes: tuple[int, ...] = (0,), **kw) ->
 
 
 def run_locust(url: str, args, seconds: int, out: Path) -> dict:
-    records = out / f"records-{seconds}.jsonl"
+    records = out / f"records-{seconds}-{time.monotonic_ns()}.jsonl"  # a records file is never reused
     argv = [sys.executable, "-m", "locust", "-f", "locustfiles/chat_replay.py", "--headless", "--only-summary"]
     argv += ["--host", url, "--model", MODEL_NAME, "-u", str(args.users), "-r", str(args.users), "-t", f"{seconds}s"]
     argv += ["--prompt-tokens", str(args.prompt_tokens), "--max-tokens", str(args.output_tokens), "--ignore-eos"]
@@ -82,7 +82,7 @@ def run_locust(url: str, args, seconds: int, out: Path) -> dict:
 
 
 def run_peer(url: str, model_dir: Path, args, prompts: int, out: Path) -> dict:
-    result = f"peer-{prompts}.json"
+    result = f"peer-{prompts}-{time.monotonic_ns()}.json"
     argv = [str(VENV_PYTHON), "-c", PEER_MAIN, "--backend", "openai-chat"]
     argv += ["--base-url", url, "--endpoint", "/v1/chat/completions", "--model", MODEL_NAME]
     argv += ["--tokenizer", str(model_dir), "--dataset-name", "random", "--num-prompts", str(prompts)]
@@ -122,6 +122,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--prompt-tokens", type=int, default=256)
     ap.add_argument("--output-tokens", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=1, help="repeat both tools' run pairs (the peer's cost varies)")
     args = ap.parse_args()
     missing = venv_missing_reason()
     if missing:
@@ -130,28 +131,38 @@ def main() -> None:
         out = Path(tmp)
         model_dir = build_model(out / "model")
         server, url = start_server(args.server, model_dir, out)
+        ratios = []
         try:
             print(f"server: {args.server} at {url}; {args.users} streams, ~{args.prompt_tokens}-token prompts, "
-                  f"{args.output_tokens} tokens each (ignore_eos)", flush=True)  # fmt: skip
-            ours = [run_locust(url, args, s, out) for s in (args.seconds, 3 * args.seconds)]
-            peer = [run_peer(url, model_dir, args, r["requests"], out) for r in ours]
+                  f"{args.output_tokens} tokens each (ignore_eos); {args.rounds} round(s)", flush=True)  # fmt: skip
+            for _ in range(args.rounds):
+                ours = [run_locust(url, args, s, out) for s in (args.seconds, 3 * args.seconds)]
+                peer = [run_peer(url, model_dir, args, r["requests"], out) for r in ours]
+                ratios.append(report(ours, peer))
         finally:
             if isinstance(server, VllmServer):
                 server.stop()
             else:
                 server.terminate()
-        for name, (small, large) in (("slabench (Locust)", ours), ("vllm bench serve", peer)):
-            per_req, per_tok = slope(small, large)
-            print(
-                f"{name:<18} runs of {small['requests']:>4} and {large['requests']:>4} requests: "
-                f"{per_req:>6.0f} µs CPU/request, {per_tok:>5.1f} µs/token; "
-                f"median TTFT {statistics.median(large['ttft']) * 1e3:7.2f} ms",
-                flush=True,
-            )
-        ratio = slope(*ours)[0] / slope(*peer)[0]
-        ttft_gap = (statistics.median(ours[1]["ttft"]) - statistics.median(peer[1]["ttft"])) * 1e3
-        print(f"slabench ÷ vllm bench serve, CPU per request: {ratio:.2f}; median TTFT difference {ttft_gap:+.2f} ms")
+        if len(ratios) > 1:
+            print(f"ratio per round: {', '.join(f'{r:.2f}' for r in ratios)}; median {statistics.median(ratios):.2f}")
         print(f"(load average {os.getloadavg()[0]:.2f} at the end; {time.strftime('%Y-%m-%d %H:%M')})")
+
+
+def report(ours: list[dict], peer: list[dict]) -> float:
+    """Print one round's figures; the CPU-per-request ratio, ours ÷ the peer's."""
+    for name, (small, large) in (("slabench (Locust)", ours), ("vllm bench serve", peer)):
+        per_req, per_tok = slope(small, large)
+        print(
+            f"{name:<18} runs of {small['requests']:>4} and {large['requests']:>4} requests: "
+            f"{per_req:>6.0f} µs CPU/request, {per_tok:>5.1f} µs/token; "
+            f"median TTFT {statistics.median(large['ttft']) * 1e3:7.2f} ms",
+            flush=True,
+        )
+    ratio = slope(*ours)[0] / slope(*peer)[0]
+    ttft_gap = (statistics.median(ours[1]["ttft"]) - statistics.median(peer[1]["ttft"])) * 1e3
+    print(f"slabench ÷ vllm bench serve, CPU per request: {ratio:.2f}; median TTFT difference {ttft_gap:+.2f} ms")
+    return ratio
 
 
 if __name__ == "__main__":
