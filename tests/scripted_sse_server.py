@@ -67,13 +67,13 @@ def play(conn: socket.socket, steps: list[dict], log: list, t0: float) -> bool:
             body = s["body"].encode()
             lines = [f"HTTP/1.1 {head['status']} X"] + [f"{k}: {v}" for k, v in headers.items()]
             lines.append(f"Content-Length: {len(body)}")
-            conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
             log.append(time.perf_counter())
+            conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
             return True
         if "send" in s:
             data = s["send"].encode()
-            conn.sendall(b"%x\r\n%s\r\n" % (len(data), data))
-            log.append(time.perf_counter())
+            log.append(time.perf_counter())  # before the write: the earliest its bytes can arrive (a busy machine
+            conn.sendall(b"%x\r\n%s\r\n" % (len(data), data))  # may run the client before this thread again)
         if s.get("cut"):
             conn.shutdown(socket.SHUT_RDWR)
             return False

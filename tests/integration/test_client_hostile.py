@@ -217,9 +217,22 @@ def test_a_clean_keep_alive_connection_is_reused(server):
     assert len({row["conn"] for row in server.requests(mark)}) == 1
 
 
+def server_sent_times(server, mark: int, request_id: str, timeout: float = 10.0) -> list[float]:
+    """When the server wrote each piece of a `timed` answer. It logs them after its last byte, so the client can be
+    done first (on a busy machine, by a lot): wait for the line."""
+    end = time.monotonic() + timeout
+    while True:
+        rows = [row["sent"] for row in server.rows(mark) if row.get("request_id") == request_id and "sent" in row]
+        if rows or time.monotonic() > end:
+            assert rows, f"the server logged no send times for {request_id} within {timeout:g} s"
+            return rows[0]
+        time.sleep(0.02)
+
+
 def test_a_huge_line_does_not_disturb_another_stream(server):
-    """While one stream receives a 40 MB line, another stream in the same process is still stamped to the
-    millisecond (a quadratic or unbounded read would freeze the event loop for seconds)."""
+    """While one stream receives a 40 MB line, another stream in the same process is still stamped as its events
+    arrive: within 20 ms (~0.2 ms idle, 3.5 ms with both cores taken by stress-ng; a quadratic or unbounded read
+    would freeze the event loop for seconds)."""
     for attempt in range(3):  # a shared machine may deschedule the client now and then; one clean try of three
         mark = server.mark()
         a, b = StreamingClient(Target(server.url)), StreamingClient(Target(server.url))
@@ -232,11 +245,11 @@ def test_a_huge_line_does_not_disturb_another_stream(server):
         r = timed.value.record
         assert huge.value.record.error_category == "not_openai"
         assert r.outcome == "ok", r.error_message
-        sent = next(row["sent"] for row in server.rows(mark) if row.get("request_id") == r.request_id and "sent" in row)
+        sent = server_sent_times(server, mark, r.request_id)
         content_sent = sent[:11]  # the content chunks (the last send is usage + [DONE])
         errors = [abs(m - s) for m, s in zip(r.chunk_times, content_sent, strict=True)]
-        if max(errors) < 0.003 or attempt == 2:
-            assert max(errors) < 0.003, errors
+        if max(errors) < 0.02 or attempt == 2:
+            assert max(errors) < 0.02, (max(errors), errors)
             return
 
 

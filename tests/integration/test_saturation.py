@@ -52,8 +52,10 @@ def test_a_starved_simulator_makes_the_run_incomplete(simulator, tmp_path):
     pid = simulator.procs[-1].pid
     records = tmp_path / "run" / "records.jsonl"
 
-    def starve() -> None:  # the simulator loses the CPU for a second, mid-run
-        time.sleep(1.5)
+    def starve() -> None:  # the simulator loses the CPU for a second, mid-run: once records show the run is sending
+        deadline = time.monotonic() + 60  # (Locust's start can take seconds on a busy machine)
+        while time.monotonic() < deadline and not (records.exists() and records.stat().st_size):
+            time.sleep(0.05)
         os.kill(pid, signal.SIGSTOP)
         time.sleep(1.0)
         os.kill(pid, signal.SIGCONT)
