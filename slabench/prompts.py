@@ -72,30 +72,27 @@ class UsageSizer:
         self._ratios: deque[float] = deque(maxlen=window)
         self._lock = threading.Lock()
         self._warned = False
-
-    @property
-    def ratio(self) -> float:
-        """Server tokens per estimator token (1.0 until the server has answered), never below `MIN_RATIO`."""
-        with self._lock:
-            ratio = statistics.median(self._ratios) if self._ratios else 1.0
-        if ratio < MIN_RATIO and not self._warned:
-            self._warned = True
-            log.warning(
-                "slabench: the server counts %.2f prompt tokens per word sent: its usage.prompt_tokens does not "
-                "follow the prompt's length (a fixed or truncated count?); prompts stay at %d%% of the asked length "
-                "instead of growing without bound (--tokenizer DIR sizes them exactly)",
-                ratio,
-                100 / MIN_RATIO,
-            )
-        return max(ratio, MIN_RATIO)
+        self.ratio = 1.0  # server tokens per estimator token: the median of the last answers, never below MIN_RATIO
 
     def content(self, n_tokens: int, rng: random.Random) -> str:
         return synthetic_text(max(1, round(n_tokens / self.ratio)), rng)
 
     def observe(self, estimate_tokens: int, server_prompt_tokens: int) -> None:
-        if estimate_tokens > 0 and server_prompt_tokens > 0:
-            with self._lock:
-                self._ratios.append(server_prompt_tokens / estimate_tokens)
+        if estimate_tokens <= 0 or server_prompt_tokens <= 0:
+            return
+        with self._lock:
+            self._ratios.append(server_prompt_tokens / estimate_tokens)
+            ratio = statistics.median(self._ratios)
+            if ratio < MIN_RATIO and not self._warned:
+                self._warned = True
+                log.warning(
+                    "slabench: the server counts %.2f prompt tokens per word sent: its usage.prompt_tokens does not "
+                    "follow the prompt's length (a fixed or truncated count?); prompts stay at %d%% of the asked "
+                    "length instead of growing without bound (--tokenizer DIR sizes them exactly)",
+                    ratio,
+                    100 / MIN_RATIO,
+                )
+            self.ratio = max(ratio, MIN_RATIO)
 
 
 class TokenizerSizer:
