@@ -15,11 +15,16 @@ costs over the extra requests' time stay in, for both tools alike. The Locust ru
 The peer's slope also holds work that is not load generation (sampling its random dataset, a tokenizer pass per
 prompt; writing its detailed results): it is what that tool costs per request, not only its streaming.
 
+Pinning (on by default with two or more cores): the server runs on core 0 and both tools on the other cores
+(`sched_setaffinity`, inherited by every process each starts; vLLM's OpenMP threads are bound to core 0 too).
+Unpinned, vLLM's threads and the tool share both cores and each tool's CPU time per request swings with how the
+scheduler interleaves them (ratios of 0.33–0.89 over four unpinned rounds on this 2-core machine).
+
 TTFT agreement: the median TTFT each tool measured in its large run, over the same server and concurrency. The peer
 stamps TTFT at the first chunk with `choices`, ours at the first non-empty content; vLLM and the simulator send the
 role-only delta with the first token, so on them the two agree; on a server that sends the role early they would not.
 
-    python benchmarks/peer_cost.py [--server vllm|sim] [--users 8] [--seconds 20] [--rounds 1]
+    python benchmarks/peer_cost.py [--server vllm|sim] [--users 8] [--seconds 20] [--rounds 1] [--no-pin]
 """
 
 from __future__ import annotations
@@ -110,7 +115,19 @@ def slope(small: dict, large: dict) -> tuple[float, float]:
     return cpu / (large["requests"] - small["requests"]) * 1e6, cpu / (large["tokens"] - small["tokens"]) * 1e6
 
 
-def start_server(kind: str, model_dir: Path, out: Path) -> tuple[object, str]:
+def start_server(kind: str, model_dir: Path, out: Path, pin: bool) -> tuple[object, str]:
+    """The server, on core 0 when pinning; this process (and so both tools) then moves to the other cores."""
+    cores = os.sched_getaffinity(0)
+    if pin:
+        os.sched_setaffinity(0, {min(cores)})  # inherited by the server and every process it forks
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = str(min(cores))  # else vLLM binds its threads to all it may use
+    try:
+        return _start_server(kind, model_dir, out)
+    finally:
+        os.sched_setaffinity(0, cores - {min(cores)} if pin else cores)
+
+
+def _start_server(kind: str, model_dir: Path, out: Path) -> tuple[object, str]:
     if kind == "vllm":
         # No prefix caching: the peer's random prompts would hit the cache across its runs, and ours never do.
         server = VllmServer.start(model_dir, out / "vllm.log", ("--max-num-seqs", "64", "--no-enable-prefix-caching"))
@@ -129,18 +146,21 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=256)
     ap.add_argument("--output-tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=1, help="repeat both tools' run pairs (the peer's cost varies)")
+    ap.add_argument("--no-pin", dest="pin", action="store_false", help="let the server and the tools share all cores")
     args = ap.parse_args()
+    args.pin = args.pin and len(os.sched_getaffinity(0)) >= 2
     missing = venv_missing_reason()
     if missing:
         sys.exit(f"peer_cost: the peer (`vllm bench serve`) and the live server need the vLLM venv: {missing}")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         model_dir = build_model(out / "model")
-        server, url = start_server(args.server, model_dir, out)
+        server, url = start_server(args.server, model_dir, out, args.pin)
         ratios = []
         try:
             print(f"server: {args.server} at {url}; {args.users} streams, ~{args.prompt_tokens}-token prompts, "
-                  f"{args.output_tokens} tokens each (ignore_eos); {args.rounds} round(s)", flush=True)  # fmt: skip
+                  f"{args.output_tokens} tokens each (ignore_eos); {args.rounds} round(s); "
+                  f"{'server on core 0, tools on the others' if args.pin else 'not pinned'}", flush=True)  # fmt: skip
             for _ in range(args.rounds):
                 ours = [run_locust(url, args, s, out) for s in (args.seconds, 3 * args.seconds)]
                 peer = [run_peer(url, model_dir, args, r["requests"], out) for r in ours]

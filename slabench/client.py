@@ -39,7 +39,7 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from slabench.errors import UserError
-from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.record import ErrorCategory, Outcome, RecordMeta, RequestRecord
 from slabench.sse import DEFAULT_MAX_EVENT_BYTES, EventTooLong, SSEParser
 from slabench.tokens import estimate_tokens
 
@@ -80,22 +80,6 @@ def parse_base_url(url: str) -> tuple[str, str, int, str]:
     if prefix.endswith("/v1"):  # accept both the server root and the OpenAI-style base URL
         prefix = prefix[: -len("/v1")]
     return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), prefix
-
-
-@dataclass(frozen=True, slots=True)
-class RecordMeta:
-    """Identity and schedule of one request, copied onto its record."""
-
-    run_id: str
-    worker_id: str = "local"
-    user_id: str = ""
-    account: str | None = None
-    item_id: str | None = None
-    stage_level: int | None = None
-    stage_repeat: int | None = None
-    stage_phase: str | None = None
-    scheduled: float | None = None
-    request_id: str = ""  # set by the caller when it must name the request before it goes out (else a new one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,19 +448,10 @@ class StreamingClient:
             prompt = _estimate_prompt(body)
         chunk_tokens = tuple(s.chunk_tokens) if s.chunk_tokens and len(s.chunk_tokens) == len(s.chunk_times) else None
         return RequestRecord(
-            run_id=meta.run_id,
-            request_id=request_id,
-            worker_id=meta.worker_id,
-            user_id=meta.user_id,
-            account=meta.account,
-            item_id=meta.item_id,
-            stage_level=meta.stage_level,
-            stage_repeat=meta.stage_repeat,
-            stage_phase=meta.stage_phase,
+            **meta.record_fields(request_id),
             endpoint="chat" if "messages" in body else "completions",
             model=str(body.get("model", "")),
             wall_sent=s.wall_sent,
-            scheduled=meta.scheduled,
             sent=s.sent,
             first_byte=s.first_byte,
             first_token=s.chunk_times[0] if s.chunk_times else None,

@@ -36,7 +36,7 @@ from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterR
 
 from slabench import metrics, provenance
 from slabench.accounting import Tally, incomplete_reasons, reconcile, server_received
-from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body, parse_base_url, redact
+from slabench.client import StreamingClient, Target, chat_body, completions_body, parse_base_url, redact
 from slabench.distributed import fail_at_start, install_port_defaults, set_missing_after, watch_worker_join
 from slabench.errors import ExitCode, UserError
 from slabench.files import check_output
@@ -44,7 +44,7 @@ from slabench.heartbeat import HeartbeatThread, worker_state
 from slabench.locust_scrape import stop_scrape
 from slabench.master_watch import MasterWatch
 from slabench.openloop import current_item
-from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.record import ErrorCategory, Outcome, RecordMeta, RequestRecord
 from slabench.run_status import (
     MeasurementPolicy,
     RunStatus,

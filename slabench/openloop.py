@@ -59,6 +59,7 @@ class OpenLoopItem:
     seed: int | None = None  # rebuilds the queue item's call (workload queues)
     kind: str | None = None  # "burst" | "gamma" | "rate" | "diurnal" | a queue file's own kind
     stage_level: int | None = None
+    stage_unit: str | None = None
     stage_repeat: int | None = None
     stage_phase: str | None = None
 
@@ -71,7 +72,7 @@ class OpenLoopItem:
 
     @property
     def stage(self) -> dict[str, Any]:
-        return {"stage_level": self.stage_level, "stage_repeat": self.stage_repeat, "stage_phase": self.stage_phase}
+        return {f: getattr(self, f) for f in ("stage_level", "stage_unit", "stage_repeat", "stage_phase")}
 
 
 _ITEM_FIELDS = tuple(f.name for f in dataclasses.fields(OpenLoopItem))

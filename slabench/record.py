@@ -29,6 +29,33 @@ class Outcome(enum.StrEnum):
     DROPPED = "dropped"  # never completed for a reason on our side: cancelled at stop, lost with a worker, not sent
 
 
+class StageUnit(enum.StrEnum):
+    """What a record's `stage_level` counts. A stored level is an integer, so a rate is kept in thousandths."""
+
+    USERS = "users"  # concurrent users: the steps shape, a sweep's level
+    MILLI_RPS = "milli_rps"  # thousandths of a request per second: the rate and diurnal shapes (2500 = 2.5 req/s)
+
+    def stored(self, level: float) -> int:
+        """A level in users or requests/s as this unit stores it."""
+        return round(level * 1000) if self is StageUnit.MILLI_RPS else int(level)
+
+    def load(self, stored: int) -> int | float:
+        """A stored level back in users or requests/s (`load_unit`)."""
+        return stored / 1000 if self is StageUnit.MILLI_RPS else stored
+
+    @property
+    def load_unit(self) -> str:
+        return "req/s" if self is StageUnit.MILLI_RPS else "users"
+
+
+def stage_fields(level: float | None, unit: StageUnit | None, repeat: int | None, phase: str | None) -> dict[str, Any]:
+    """A record's stage fields for a load of `level` users or requests/s (`unit` says which); the one writer."""
+    if level is None or unit is None:
+        return {"stage_level": None, "stage_unit": None, "stage_repeat": repeat, "stage_phase": phase}
+    unit = StageUnit(unit)
+    return {"stage_level": unit.stored(level), "stage_unit": str(unit), "stage_repeat": repeat, "stage_phase": phase}
+
+
 class ErrorCategory(enum.StrEnum):
     CONNECT = "connect"  # refused, DNS, TLS handshake
     CLOSED = "closed"  # the connection closed or reset after the request was sent, before any response byte
@@ -58,7 +85,8 @@ class RequestRecord:
     user_id: str = ""
     account: str | None = None
     item_id: str | None = None
-    stage_level: int | None = None  # the shape's level: users, or requests/s × 1000 for rate shapes
+    stage_level: int | None = None  # the shape's load, counted in `stage_unit` (see `stage_fields`)
+    stage_unit: str | None = None  # a `StageUnit`; None in records of minor < 2, whose level's unit is not known
     stage_repeat: int | None = None
     stage_phase: str | None = None
     endpoint: str = "chat"  # "chat" | "completions"
@@ -144,6 +172,28 @@ class RequestRecord:
         return cls(outcome=Outcome.DROPPED, error_category=category, error_message=message, **identity)
 
 
+@dataclass(frozen=True, slots=True)
+class RecordMeta:
+    """Identity and schedule of one request, known before it goes out; each field is the record's of that name."""
+
+    run_id: str
+    worker_id: str = "local"
+    user_id: str = ""
+    account: str | None = None
+    item_id: str | None = None
+    stage_level: int | None = None
+    stage_unit: str | None = None
+    stage_repeat: int | None = None
+    stage_phase: str | None = None
+    scheduled: float | None = None
+    request_id: str = ""  # set by the caller when it must name the request before it goes out (else a new one)
+
+    def record_fields(self, request_id: str) -> dict[str, Any]:
+        """This meta as `RequestRecord` keyword arguments, for the request named `request_id`."""
+        return {**{name: getattr(self, name) for name in META_FIELDS}, "request_id": request_id}
+
+
+META_FIELDS = tuple(f.name for f in dataclasses.fields(RecordMeta))
 _FIELDS = dataclasses.fields(RequestRecord)
 _FIELD_NAMES = frozenset(f.name for f in _FIELDS)
 _IDENTITY = frozenset(RECORD.stamp())

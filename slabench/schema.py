@@ -83,11 +83,11 @@ def _is_int(v: Any) -> bool:
 
 # Every versioned file slabench reads back. Bump `minor` when a writer adds fields, `major` (and every reader) when a
 # field is removed, renamed or changes meaning.
-RECORD = FileSchema("slabench.request_record", 1, 1, "request record", kindless_before_minor=1)
+RECORD = FileSchema("slabench.request_record", 1, 2, "request record", kindless_before_minor=1)  # 2: stage_unit
 RUN_STATUS = FileSchema(
     "slabench.run_status", 1, 2, "run status (run_status.json)", kindless_before_minor=1
 )  # 2: saturation
-SUMMARY = FileSchema("slabench.sweep_summary", 2, 0, "sweep summary (summary.json)")  # 2: typed, proportions
+SUMMARY = FileSchema("slabench.sweep_summary", 2, 1, "sweep summary (summary.json)")  # 2: typed; .1: level_unit
 VERDICT = FileSchema("slabench.verdict", 1, 2, "SLA verdict (verdict.json)", kindless_before_minor=1)  # 2: incomplete
 SWEEP = FileSchema("slabench.sweep", 1, 0, "sweep record (sweep.json)")
 SWEEP_RUN = FileSchema("slabench.sweep_run", 1, 0, "run manifest (manifest.json)")

@@ -24,7 +24,7 @@ from typing import Any
 from slabench.errors import UserError
 from slabench.files import read_text
 from slabench.jsonl import json_line
-from slabench.record import ErrorCategory, RequestRecord
+from slabench.record import META_FIELDS, ErrorCategory, RequestRecord
 
 BEGAN = "began"
 
@@ -106,24 +106,8 @@ def stand_in(meta: dict[str, Any], message: str) -> RequestRecord:
     """The record of a request that began on a worker that died before recording it (real id and identity)."""
     m = dict(meta)
     started = m.pop("started_wall", None)
-    fields = {k: v for k, v in m.items() if k in _META_FIELDS}
+    fields = {k: v for k, v in m.items() if k in META_FIELDS}
     return RequestRecord.dropped(ErrorCategory.LOST_WITH_WORKER, message, wall_sent=started, **fields)
-
-
-_META_FIELDS = frozenset(
-    {
-        "run_id",
-        "request_id",
-        "worker_id",
-        "user_id",
-        "account",
-        "item_id",
-        "stage_level",
-        "stage_repeat",
-        "stage_phase",
-        "scheduled",
-    }
-)
 
 
 def unaccounted(

@@ -8,7 +8,8 @@ Input layouts:
 - a sweep tree: ``RUN_DIR/<level>/<repeat>/records.jsonl`` (or ``records.parquet``), each run with the
   ``manifest.json`` `slabench sweep` writes (warm-up seconds, status); ``RUN_DIR/sweep.json`` when present;
 - one records file (or a directory holding ``records.jsonl``/``records.parquet``) from a stepped load shape, whose
-  records carry ``stage_level`` / ``stage_repeat``: each (level, repeat) is one run.
+  records carry ``stage_level`` / ``stage_unit`` / ``stage_repeat``: each (level, repeat) is one run, and the levels
+  are users or requests/s as the records' unit says (records without a unit: users, as slabench wrote them).
 
 Two views per figure, always labelled: *across repeats* (the figure computed per run, then mean/std/CI over the
 runs: how much a run-to-run result moves) and *pooled* (every counted request of the level together, rates over
@@ -38,8 +39,17 @@ from slabench.analysis.stats import (
     proportion_interval,
     spread,
 )
-from slabench.analysis.summary import Estimate, LevelSummary, RunSummary, SweepSummary, load_summary, summary_json
+from slabench.analysis.summary import (
+    Estimate,
+    LevelSummary,
+    LevelUnit,
+    RunSummary,
+    SweepSummary,
+    load_summary,
+    summary_json,
+)
 from slabench.errors import UserError
+from slabench.record import StageUnit
 from slabench.run_status import run_evidence
 from slabench.schema import SWEEP, SWEEP_RUN
 
@@ -70,12 +80,13 @@ METHOD = {
 # -- discovery ---------------------------------------------------------------------------------------------------
 @dataclass
 class RunSource:
-    level: int
+    level: int | float  # users, or requests/s (`unit`)
     repeat: int
     path: Path
     warmup_s: float
     run_id: str | None = None
     table: pa.Table | None = None  # already read (stepped single-file layout)
+    unit: LevelUnit = "users"
 
 
 def _int_dirs(p: Path) -> list[tuple[int, Path]]:
@@ -130,7 +141,7 @@ def discover(run_dir: Path, warmup_s: float | None, warnings: list[str]) -> tupl
 
 
 def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:
-    """One records file of a stepped shape: a run per (stage_level, stage_repeat)."""
+    """One records file of a stepped shape: a run per (stage_level, stage_repeat), in the records' stage_unit."""
     table = read_table(path)
     if table.num_rows == 0:
         raise UserError(f"{path}: no records")
@@ -140,6 +151,14 @@ def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:
             f"{path}: the records carry no stage_level; aggregate a sweep directory (slabench sweep) or records "
             "from a stepped load shape"
         )
+    staged = table.filter(pc.is_valid(levels))
+    units = {StageUnit(u or StageUnit.USERS) for u in staged.column("stage_unit").unique().to_pylist()}
+    if len(units) > 1:
+        raise UserError(
+            f"{path}: the records mix levels in users (closed loop) and in requests/s (open loop); aggregate the "
+            "runs of each kind of load apart"
+        )
+    (unit,) = units
     repeats = pc.fill_null(table.column("stage_repeat"), 1)
     pairs = sorted(
         {(int(a), int(b)) for a, b in zip(levels.to_pylist(), repeats.to_pylist(), strict=True) if a is not None}
@@ -149,7 +168,8 @@ def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:
         mask = pc.and_(pc.equal(levels, level), pc.equal(repeats, repeat))
         sub = table.filter(pc.fill_null(mask, False))
         run_ids = sub.column("run_id").unique().to_pylist()
-        out.append(RunSource(level, repeat, path, warmup_s or 0.0, run_ids[0] if run_ids else None, sub))
+        run_id = run_ids[0] if run_ids else None
+        out.append(RunSource(unit.load(level), repeat, path, warmup_s or 0.0, run_id, sub, unit.load_unit))
     return out
 
 
@@ -178,7 +198,7 @@ def estimate(key: str, per_run: list[Figure], pooled: Figure) -> Estimate:
     )  # fmt: skip
 
 
-def _level(level: int, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None) -> LevelSummary:
+def _level(level: int | float, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None) -> LevelSummary:
     per_run = [metric_values([a], slo) for _, a in runs]
     pooled = metric_values([a for _, a in runs], slo) if runs else {}
     keys = list(pooled)
@@ -235,7 +255,7 @@ def aggregate(
     warnings: list[str] = []
     sources, sweep = discover(root, warmup_s, warnings)
     slo_obj = slo if isinstance(slo, Slo) or slo is None else Slo.from_mapping(slo)
-    by_level: dict[int, list[tuple[RunSource, RunArrays]]] = {}
+    by_level: dict[int | float, list[tuple[RunSource, RunArrays]]] = {}
     for level in (sweep or {}).get("levels", []):
         by_level.setdefault(int(level), [])
     # Arrow reads and numpy's partitions release the GIL: threads use every core for the big steps.
@@ -245,7 +265,7 @@ def aggregate(
         order = sorted(by_level)
         for level in order:
             if not by_level[level] or all(a.counted == 0 for _, a in by_level[level]):
-                warnings.append(f"level {level}: no counted requests")
+                warnings.append(f"level {level:g}: no counted requests")
         jobs = [sorted(by_level[lv], key=lambda ra: ra[0].repeat) for lv in order]
         levels = list(pool.map(lambda lv_runs: _level(lv_runs[0], lv_runs[1], slo_obj), zip(order, jobs, strict=True)))
     opts = cliff_options or cliff_mod.CliffOptions()
@@ -253,6 +273,7 @@ def aggregate(
     return SweepSummary(
         source=str(root),
         method=METHOD,
+        level_unit=sources[0].unit if sources else "users",
         levels=levels,
         cliff=cliff,
         sweep=sweep,

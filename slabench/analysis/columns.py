@@ -27,6 +27,7 @@ COLUMNS = [
     "run_id",
     "worker_id",
     "stage_level",
+    "stage_unit",
     "stage_repeat",
     "stage_phase",
     "wall_sent",

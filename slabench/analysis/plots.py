@@ -31,13 +31,14 @@ def _figure() -> tuple[Figure, object]:
     return fig, fig.add_subplot()
 
 
-def _level_axis(ax: object, levels: list[int]) -> None:
+def _level_axis(ax: object, summary: SweepSummary) -> None:
+    levels = [lv.level for lv in summary.levels]
     if levels and min(levels) > 0 and max(levels) / min(levels) >= 8:
         ax.set_xscale("log", base=2)
-    ax.set_xticks(levels, [str(lv) for lv in levels])
+    ax.set_xticks(levels, [f"{lv:g}" for lv in levels])
     ax.minorticks_off()
     ax.ticklabel_format(axis="y", useOffset=False)
-    ax.set_xlabel("concurrency level")
+    ax.set_xlabel(f"{summary.load_name} ({summary.level_unit})")
     ax.grid(alpha=0.3)
 
 
@@ -99,9 +100,9 @@ def latency_plot(summary: SweepSummary, key: str = "ttft_p95", title: str = "TTF
         _no_data(ax)
     _trend(ax, summary, key, 1000.0)
     _cliff_line(ax, summary)
-    _level_axis(ax, [lv.level for lv in summary.levels])
+    _level_axis(ax, summary)
     ax.set_ylabel(f"{title} (ms)")
-    ax.set_title(f"{title} vs concurrency")
+    ax.set_title(f"{title} vs {summary.load_name}")
     _legend(ax)
     return _png(fig)
 
@@ -113,9 +114,9 @@ def itl_plot(summary: SweepSummary) -> bytes:
     if not any_:
         _no_data(ax)
     _cliff_line(ax, summary)
-    _level_axis(ax, [lv.level for lv in summary.levels])
+    _level_axis(ax, summary)
     ax.set_ylabel("inter-token latency (ms)")
-    ax.set_title("ITL vs concurrency")
+    ax.set_title(f"ITL vs {summary.load_name}")
     _legend(ax)
     return _png(fig)
 
@@ -137,9 +138,9 @@ def throughput_plot(summary: SweepSummary) -> bytes:
     else:
         _no_data(ax)
     _cliff_line(ax, summary)
-    _level_axis(ax, [lv.level for lv in summary.levels])
+    _level_axis(ax, summary)
     ax.set_ylabel("OK requests / s")
-    ax.set_title("Throughput vs concurrency")
+    ax.set_title(f"Throughput vs {summary.load_name}")
     _legend(ax)
     return _png(fig)
 
@@ -168,14 +169,14 @@ def throughput_latency_plot(summary: SweepSummary, latency_key: str = "ttft_p95"
             **MEAN_BAR,
         )
         for (level, _, _), xi, yi in zip(pts, x, y, strict=True):
-            ax.annotate(str(level), (xi, yi), textcoords="offset points", xytext=(5, 5), fontsize=8)
+            ax.annotate(f"{level:g}", (xi, yi), textcoords="offset points", xytext=(5, 5), fontsize=8)
         _legend(ax)
     else:
         _no_data(ax)
     ax.grid(alpha=0.3)
     ax.set_xlabel("output tokens / s")
     ax.set_ylabel(f"{latency_key.replace('_', ' ').upper()} (ms)")
-    ax.set_title("Throughput vs latency (labels: concurrency level)")
+    ax.set_title(f"Throughput vs latency (labels: {summary.load_name}, {summary.level_unit})")
     return _png(fig)
 
 
@@ -185,20 +186,20 @@ def error_plot(summary: SweepSummary) -> bytes:
     any_ |= _series(ax, summary.levels, "incomplete_rate", "incomplete rate", "tab:brown", 100.0, runs=False)
     if not any_:
         _no_data(ax)
-    _level_axis(ax, [lv.level for lv in summary.levels])
+    _level_axis(ax, summary)
     ax.set_ylabel("% of answered requests")
     ax.set_ylim(bottom=0)
-    ax.set_title("Errors vs concurrency")
+    ax.set_title(f"Errors vs {summary.load_name}")
     _legend(ax)
     return _png(fig)
 
 
 PLOTS: dict[str, tuple[str, Callable[[SweepSummary], bytes]]] = {
-    "ttft_p95": ("TTFT p95 vs concurrency", latency_plot),
-    "itl": ("Inter-token latency vs concurrency", itl_plot),
-    "throughput": ("Throughput vs concurrency", throughput_plot),
+    "ttft_p95": ("TTFT p95 vs load", latency_plot),
+    "itl": ("Inter-token latency vs load", itl_plot),
+    "throughput": ("Throughput vs load", throughput_plot),
     "throughput_latency": ("Throughput vs latency", throughput_latency_plot),
-    "errors": ("Error rate vs concurrency", error_plot),
+    "errors": ("Error rate vs load", error_plot),
 }
 
 

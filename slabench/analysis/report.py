@@ -164,7 +164,7 @@ def _headline(s: SweepSummary, pooled: bool) -> Tab:
     cols = [(k, t, u) for k, t, u in HEADLINE if any(k in lv.metrics for lv in s.levels)]
     rows = []
     for lv in s.levels:
-        cells = [str(lv.level), str(lv.n_runs), str(lv.requests)]
+        cells = [f"{lv.level:g}", str(lv.n_runs), str(lv.requests)]
         for k, _, u in cols:
             e = lv.metrics.get(k)
             if pooled:
@@ -172,20 +172,20 @@ def _headline(s: SweepSummary, pooled: bool) -> Tab:
             else:
                 cells.append(across(e, u))
         rows.append(cells)
-    return Tab(["level", "runs", "requests"] + [f"{t} ({u})" if u else t for _, t, u in cols], rows)
+    return Tab([f"level ({s.level_unit})", "runs", "requests"] + [f"{t} ({u})" if u else t for _, t, u in cols], rows)
 
 
 def _errors(s: SweepSummary) -> list:
     cats = sorted({k for lv in s.levels for k in lv.error_counts})
     if not cats:
         return [Para("No failed, incomplete or dropped requests.")]
-    rows = [[str(lv.level)] + [str(lv.error_counts.get(c, 0)) for c in cats] for lv in s.levels]
+    rows = [[f"{lv.level:g}"] + [str(lv.error_counts.get(c, 0)) for c in cats] for lv in s.levels]
     return [
         Para(
             "Counted requests (after warm-up) by error category, all runs of the level; `cancelled` requests were "
             "cut by the end of a run and are ours, not the server's (left out of the error rate)."
         ),
-        Tab(["level", *cats], rows),
+        Tab([f"level ({s.level_unit})", *cats], rows),
     ]
 
 
@@ -211,7 +211,7 @@ def _all_figures(s: SweepSummary) -> list:
             )
         blocks.append(
             Para(
-                f"**Level {lv.level}** — {lv.n_runs} run(s), {lv.requests} counted requests, "
+                f"**Level {s.label(lv.level)}** — {lv.n_runs} run(s), {lv.requests} counted requests, "
                 f"{fmt(lv.duration_s, '')} s measured"
             )
         )
@@ -225,7 +225,7 @@ def _runs(s: SweepSummary) -> Tab:
         for r in lv.runs:
             rows.append(
                 [
-                    str(lv.level),
+                    f"{lv.level:g}",
                     str(r.repeat),
                     r.run_id or "–",
                     str(r.records),
@@ -239,7 +239,7 @@ def _runs(s: SweepSummary) -> Tab:
             )
     return Tab(
         [
-            "level",
+            f"level ({s.level_unit})",
             "repeat",
             "run id",
             "records",
@@ -443,7 +443,7 @@ def console_table(summary: SweepSummary, narrow: bool = False) -> Table:
             first = f"{lv.level}\n{lv.n_runs} × {lv.requests // max(lv.n_runs, 1)}"
             table.add_row(first, *[c.replace(" ± ", "\n± ") for c in cells])
         else:
-            table.add_row(str(lv.level), str(lv.n_runs), str(lv.requests), *cells)
+            table.add_row(f"{lv.level:g}", str(lv.n_runs), str(lv.requests), *cells)
     return table
 
 

@@ -72,8 +72,11 @@ class RunSummary(_Model):
     saturation: Saturation = Field(default_factory=Saturation)  # how starved the machine was: judged by the grader
 
 
+LevelUnit = Literal["users", "req/s"]
+
+
 class LevelSummary(_Model):
-    level: int
+    level: int | float  # in the summary's level_unit
     n_runs: int
     requests: int  # counted requests (after warm-up exclusion), all runs
     duration_s: float | None  # summed measured windows of the runs (the pooled rates' denominator)
@@ -91,11 +94,21 @@ class SweepSummary(_Model):
     sweep: dict[str, Any] | None = None
     method: dict[str, Any] = Field(default_factory=dict)
     slo: dict[str, float] | None = None
+    level_unit: LevelUnit = "users"  # what every level counts: concurrent users, or requests/s (open-loop rates)
     levels: list[LevelSummary]
     cliff: dict[str, Any]
     warnings: list[str] = Field(default_factory=list)
 
-    def level(self, level: int) -> LevelSummary:
+    @property
+    def load_name(self) -> str:
+        """What the levels are, for titles and axes."""
+        return "concurrency" if self.level_unit == "users" else "request rate"
+
+    def label(self, level: int | float) -> str:
+        """A level for people: "8 users", "2.5 req/s"."""
+        return f"{level:g} {self.level_unit}"
+
+    def level(self, level: int | float) -> LevelSummary:
         for lv in self.levels:
             if lv.level == level:
                 return lv
@@ -105,13 +118,16 @@ class SweepSummary(_Model):
     def incomplete(self) -> list[str]:
         """Every run's reason it cannot stand for its load (a lost worker, requests not sent, nothing answered)."""
         return [
-            f"level {lv.level} run {r.repeat}: {why}" for lv in self.levels for r in lv.runs for why in r.incomplete
+            f"{self.label(lv.level)} run {r.repeat}: {why}"
+            for lv in self.levels
+            for r in lv.runs
+            for why in r.incomplete
         ]
 
     @property
     def saturation(self) -> list[tuple[str, Saturation]]:
         """Every run's saturation figures, for the grader to judge against its contract's policy."""
-        return [(f"level {lv.level} run {r.repeat}", r.saturation) for lv in self.levels for r in lv.runs]
+        return [(f"{self.label(lv.level)} run {r.repeat}", r.saturation) for lv in self.levels for r in lv.runs]
 
 
 def _finite(o: Any) -> Any:

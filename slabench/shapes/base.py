@@ -27,7 +27,7 @@ from slabench.errors import UserError
 from slabench.locust_plugin import install as install_plugin
 from slabench.locust_plugin import refresh_loop_clock
 from slabench.openloop import Dispatcher, OpenLoopItem, check_user_class, item_meta, merge_reports, summary_line
-from slabench.record import ErrorCategory, RequestRecord
+from slabench.record import ErrorCategory, RequestRecord, StageUnit, stage_fields
 from slabench.shapes.schedules import Span, partition, span_at
 
 log = logging.getLogger("slabench")
@@ -42,36 +42,30 @@ class Plan:
     """What a shape will do in this run. `spans` stamp stages (closed loop); `items` are sent open loop."""
 
     spans: tuple[Span, ...]
-    level_unit: str  # "users" (stage_level = users) | "rps" (stage_level = requests/s × 1000) | "none"
+    level_unit: StageUnit | None  # what the spans' levels count: users, or requests/s (MILLI_RPS); None: no level
     items: tuple[OpenLoopItem, ...] | None = None
     user_class: str | None = None  # open loop: the User class whose task sends each item
     end: float = 0.0  # seconds after the start: plan end (closed loop) or last due time (open loop)
     text: str = ""  # one line for the log
 
 
-def stage_fields(span: Span | None, unit: str) -> dict[str, Any]:
+def span_stage(span: Span | None, unit: StageUnit | None) -> dict[str, Any]:
     """The record's stage fields for a span."""
-    if span is None:
-        return {}
-    if span.level is None or unit == "none":
-        level = None
-    elif unit == "rps":
-        level = round(span.level * 1000)
-    else:
-        level = int(span.level)
-    return {"stage_level": level, "stage_repeat": span.repeat, "stage_phase": span.phase}
+    return stage_fields(span.level, unit, span.repeat, span.phase) if span is not None else {}
 
 
 class StageClock:
     """`RecordHub.stage_fn` for closed-loop shapes: the stage at the moment a request starts."""
 
-    def __init__(self, spans: tuple[Span, ...], unit: str, t0: float, clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self, spans: tuple[Span, ...], unit: StageUnit | None, t0: float, clock: Callable[[], float] = time.perf_counter
+    ):
         self.spans, self.unit, self.t0, self.clock = spans, unit, t0, clock
-        self.last = stage_fields(spans[-1], unit) if spans else {}
+        self.last = span_stage(spans[-1], unit) if spans else {}
 
     def __call__(self) -> dict[str, Any]:
         span = span_at(self.spans, self.clock() - self.t0)
-        return stage_fields(span, self.unit) if span is not None else self.last
+        return span_stage(span, self.unit) if span is not None else self.last
 
 
 # Locust's headless defaults for -u/-r, set after the init event; shapes do not read them, and counting them would

@@ -53,7 +53,7 @@ class BurstShape(OpenLoopShape):
         end = items[-1].due
         span = Span(0.0, end, None, repeat, "hold")
         text = f"{len(items)} of {len(rows)} queued requests from {source} over {end:.1f} s (time scale {scale:g})"
-        return Plan(spans=(span,), level_unit="none", items=tuple(items), user_class=user_class, end=end, text=text)
+        return Plan(spans=(span,), level_unit=None, items=tuple(items), user_class=user_class, end=end, text=text)
 
 
 install(BurstShape)

@@ -5,13 +5,15 @@
 For exercising autoscaling: the fleet should scale up into the morning and back to zero at night. The curve is
 piecewise linear (``--diurnal-curve hour:relative-rate,...`` from 0 to 24; default: shapes.schedules.OFFICE_DAY),
 arrivals are a Poisson (or Gamma, ``--diurnal-burstiness``) process time-rescaled to follow it exactly, seeded.
-Open loop. Records carry stage_level = the simulated hour's mean rate × 1000, stage_repeat = the day, phase "hold".
+Open loop. Records carry stage_level = the simulated hour's mean rate in milli_rps (stage_unit), stage_repeat = the
+day, phase "hold".
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from slabench.record import StageUnit
 from slabench.shapes.base import OpenLoopShape, Plan, install, open_loop_user_class, opt_float, opt_int
 from slabench.shapes.items import arrival_items
 from slabench.shapes.schedules import OFFICE_DAY, Diurnal, parse_curve
@@ -55,7 +57,12 @@ class DiurnalShape(OpenLoopShape):
             f"{len(items)} arrivals (expected {day.cumulative(day.duration):.0f})"
         )
         return Plan(
-            spans=spans, level_unit="rps", items=tuple(items), user_class=user_class, end=day.duration, text=text
+            spans=spans,
+            level_unit=StageUnit.MILLI_RPS,
+            items=tuple(items),
+            user_class=user_class,
+            end=day.duration,
+            text=text,
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from slabench.openloop import OpenLoopItem
+from slabench.record import StageUnit, stage_fields
 from slabench.shapes.queuefile import QueueRow
 from slabench.shapes.schedules import Arrival, check_positive, stride_indices
 
@@ -29,16 +30,14 @@ def burst_items(
                 item_id=r.item_id or f"{k}-{r.index:05d}",
                 seed=r.seed,
                 kind=k,
-                stage_level=None,
-                stage_repeat=repeat,
-                stage_phase="hold",
+                **stage_fields(None, None, repeat, "hold"),
             )
         )
     return out
 
 
 def arrival_items(arrivals: Sequence[Arrival], kind: str) -> list[OpenLoopItem]:
-    """Generated arrivals, stamped with their span: stage_level = rate × 1000 (requests per 1000 s)."""
+    """Generated arrivals, stamped with their span's stage: its rate (stage_unit milli_rps), repeat and phase."""
     return [
         OpenLoopItem(
             index=i,
@@ -46,9 +45,7 @@ def arrival_items(arrivals: Sequence[Arrival], kind: str) -> list[OpenLoopItem]:
             offset_s=a.offset,
             item_id=f"{kind}-{i:06d}",
             kind=kind,
-            stage_level=round(a.span.level * 1000) if a.span.level is not None else None,
-            stage_repeat=a.span.repeat,
-            stage_phase=a.span.phase,
+            **stage_fields(a.span.level, StageUnit.MILLI_RPS, a.span.repeat, a.span.phase),
         )
         for i, a in enumerate(arrivals)
     ]

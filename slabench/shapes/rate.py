@@ -4,14 +4,15 @@
 
 Gaps are drawn exactly like ``vllm bench serve --request-rate R --burstiness B`` (Gamma with shape B and mean 1/R),
 so runs compare with vLLM's and AIPerf's. Several rates run as steps with warm-up, hold, cool-down and repeats, like
-the concurrency steps. Open loop: requests go out at their times whatever is in flight. Records carry stage_level =
-rate × 1000 (requests per 1000 s), stage_repeat and stage_phase.
+the concurrency steps. Open loop: requests go out at their times whatever is in flight. Records carry the rate as
+stage_level in stage_unit milli_rps (thousandths of a request per second), stage_repeat and stage_phase.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from slabench.record import StageUnit
 from slabench.shapes.base import OpenLoopShape, Plan, install, open_loop_user_class, opt_float, opt_int
 from slabench.shapes.items import arrival_items
 from slabench.shapes.schedules import parse_rates, plan_end, rate_arrivals, step_plan
@@ -54,7 +55,9 @@ class RateShape(OpenLoopShape):
             f"rates {','.join(f'{r:g}' for r in rates)} req/s (burstiness {burstiness:g}), "
             f"{len(items)} arrivals over {end:.0f} s"
         )
-        return Plan(spans=spans, level_unit="rps", items=tuple(items), user_class=user_class, end=end, text=text)
+        return Plan(
+            spans=spans, level_unit=StageUnit.MILLI_RPS, items=tuple(items), user_class=user_class, end=end, text=text
+        )
 
 
 install(RateShape)

@@ -4,13 +4,14 @@
 
 Each (level, repeat) runs warm-up → hold → cool-down at its level (cool-down keeps the load on, so requests started
 in the hold finish under the same load; only hold records are measurements), then optionally idles with no users.
-Every record carries stage_level (users), stage_repeat and stage_phase.
+Every record carries stage_level (stage_unit users), stage_repeat and stage_phase.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from slabench.record import StageUnit
 from slabench.shapes.base import ClosedLoopShape, Plan, install, opt_float, opt_int
 from slabench.shapes.schedules import parse_levels, plan_end, step_plan
 
@@ -56,7 +57,7 @@ class StepsShape(ClosedLoopShape):
         )
         end = plan_end(spans)
         text = f"levels {','.join(map(str, levels))} × {opts.steps_repeats} repeat(s), {len(spans)} spans, {end:.0f} s"
-        return Plan(spans=spans, level_unit="users", end=end, text=text)
+        return Plan(spans=spans, level_unit=StageUnit.USERS, end=end, text=text)
 
 
 install(StepsShape)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from slabench.analysis.summary import Estimate, SweepSummary
 from slabench.errors import UserError
+from slabench.record import StageUnit
 
 __all__ = ["Estimate", "Level", "LevelEstimates", "levels_from_summary", "with_metrics"]
 
@@ -31,7 +32,17 @@ class Level:
     concurrency: int | None = None
     rate_rps: float | None = None
     scenario: str | None = None
-    stage: int | None = None  # a record's raw stage_level: concurrency, or rate × 1000 for rate shapes
+    stage: int | None = None  # a stage_level without a unit (records before stage_unit): users, or a rate × 1000
+
+    @classmethod
+    def of_stage(cls, stored: int | None, unit: str | None) -> Level:
+        """The load a record's stage_level and stage_unit stand for."""
+        if stored is None:
+            return cls()
+        if unit is None:
+            return cls(stage=stored)
+        load = StageUnit(unit).load(stored)
+        return cls(concurrency=int(load)) if unit == StageUnit.USERS else cls(rate_rps=float(load))
 
     @property
     def label(self) -> str:
@@ -80,10 +91,13 @@ def with_metrics(level: LevelEstimates, extra: Mapping[str, Estimate]) -> LevelE
 
 # -- the aggregator's summary.json -------------------------------------------------------------------------------
 def levels_from_summary(summary: SweepSummary) -> list[LevelEstimates]:
-    """The aggregator's per-level summary → the grader's input (levels are concurrency levels)."""
+    """The aggregator's per-level summary → the grader's input (levels in users or requests/s, as it says)."""
+
+    def level(value: int | float) -> Level:
+        return Level(rate_rps=float(value)) if summary.level_unit == "req/s" else Level(concurrency=int(value))
+
     out = [
-        LevelEstimates(Level(concurrency=lv.level), dict(lv.metrics), lv.duration_s, dict(lv.error_counts))
-        for lv in summary.levels
+        LevelEstimates(level(lv.level), dict(lv.metrics), lv.duration_s, dict(lv.error_counts)) for lv in summary.levels
     ]
     if not out:
         raise UserError(f"{summary.source}: the summary has no levels; nothing to grade")

@@ -36,12 +36,14 @@ def levels_from_table(table: pa.Table, unstaged_level: Level | None = None) -> l
     level, which the grader takes as the contract's load, saying so)."""
     phase = table.column("stage_phase")
     table = table.filter(pc.invert(pc.fill_null(pc.is_in(phase, pa.array(EXCLUDED_PHASES)), False)))
-    stage = table.column("stage_level")
+    stage, unit = table.column("stage_level"), table.column("stage_unit")
     out = []
-    for key in sorted(set(stage.to_pylist()), key=lambda k: (k is None, k or 0)):
-        mask = pc.is_null(stage) if key is None else pc.fill_null(pc.equal(stage, key), False)
-        rows = table.filter(mask)
-        level = Level(stage=key) if key is not None else (unstaged_level or Level())
+    keys = set(zip(stage.to_pylist(), unit.to_pylist(), strict=True))
+    for key, key_unit in sorted(keys, key=lambda k: (k[0] is None, k[1] or "", k[0] or 0)):
+        same_unit = pc.is_null(unit) if key_unit is None else pc.equal(unit, key_unit)
+        mask = pc.is_null(stage) if key is None else pc.and_(pc.equal(stage, key), same_unit)
+        rows = table.filter(pc.fill_null(mask, False))
+        level = Level.of_stage(key, key_unit) if key is not None else (unstaged_level or Level())
         est = level_estimates(rows, level)
         repeats = {r for r in rows.column("stage_repeat").to_pylist() if r is not None}
         if len(repeats) > 1:

@@ -17,25 +17,28 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
+from slabench.record import StageUnit, stage_fields
+
 POLL_S = 0.1
 
 
 @events.init_command_line_parser.add_listener
 def _options(parser: Any) -> None:
     g = parser.add_argument_group("slabench sweep")
-    g.add_argument("--stage-level", type=int, default=-1, help="concurrency level stamped on every record")
+    g.add_argument("--stage-level", type=int, default=-1, help="concurrency (users) stamped on every record")
     g.add_argument("--stage-repeat", type=int, default=-1, help="repeat number stamped on every record")
     g.add_argument("--stop-after-requests", type=int, default=0, help="quit after this many records (0: no limit)")
 
 
 def _stage(environment: Environment) -> dict[str, Any]:
     o = environment.parsed_options
-    out = {}
-    if o.stage_level >= 0:
-        out["stage_level"] = o.stage_level
-    if o.stage_repeat >= 0:
-        out["stage_repeat"] = o.stage_repeat
-    return out
+    fields = stage_fields(
+        o.stage_level if o.stage_level >= 0 else None,
+        StageUnit.USERS,
+        o.stage_repeat if o.stage_repeat >= 0 else None,
+        None,
+    )
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 @events.init.add_listener

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from slabench import metrics
-from slabench.record import Outcome, RequestRecord
+from slabench.record import Outcome, RequestRecord, StageUnit
 from slabench.webui.quantiles import Quantiles
 
 SCHEMA_VERSION = 1
@@ -146,6 +146,16 @@ class _Counts:
         }
 
 
+def stage_view(level: int | None, unit: str | None, repeat: int | None, phase: str | None) -> dict[str, Any] | None:
+    """A record's stage for the LLM tab, its level with the unit ("8 users", "2.5 req/s"); None without a stage."""
+    shown: int | str | None = level
+    if level is not None and unit is not None:
+        load = StageUnit(unit)
+        shown = f"{load.load(level):g} {load.load_unit}"
+    out = {"level": shown, "repeat": repeat, "phase": phase}
+    return out if any(v is not None for v in out.values()) else None
+
+
 class LiveAggregator:
     def __init__(self, window_s: float = DEFAULT_WINDOW_S, exact_cap: int | None = None) -> None:
         if window_s <= 0:
@@ -179,8 +189,8 @@ class LiveAggregator:
                 q[name].add((v,))
         if e.itl.size:
             q["itl"].add(e.itl)
-        stage = {"level": r.stage_level, "repeat": r.stage_repeat, "phase": r.stage_phase}
-        if any(v is not None for v in stage.values()):
+        stage = stage_view(r.stage_level, r.stage_unit, r.stage_repeat, r.stage_phase)
+        if stage is not None:
             at = r.wall_sent if r.wall_sent is not None else arrived
             if self._stage is None or at >= self._stage[0]:
                 self._stage = (at, stage)

@@ -37,7 +37,7 @@ from slabench.jsonl import json_line
 from slabench.record import RequestRecord
 from slabench.run_status import MeasurementPolicy, saturation_reasons
 from slabench.webui import server_metrics, tab
-from slabench.webui.live import DEFAULT_WINDOW_S, LiveAggregator, Series, series_point
+from slabench.webui.live import DEFAULT_WINDOW_S, LiveAggregator, Series, series_point, stage_view
 
 log = logging.getLogger("slabench.webui")
 
@@ -129,8 +129,7 @@ class LiveView:
             s = fn() or {}
         except Exception:
             return None
-        out = {"level": s.get("stage_level"), "repeat": s.get("stage_repeat"), "phase": s.get("stage_phase")}
-        return out if any(v is not None for v in out.values()) else None
+        return stage_view(s.get("stage_level"), s.get("stage_unit"), s.get("stage_repeat"), s.get("stage_phase"))
 
     def records_path(self) -> Path | None:
         sink = getattr(self.hub, "sink", None)

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slabench import metrics
-from slabench.client import RecordMeta, StreamingClient, Target, chat_body
+from slabench.client import StreamingClient, Target, chat_body
+from slabench.record import RecordMeta
 from slabench.sinks import open_sink, read_records
 from tests.conftest import HostileServer
 

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from slabench import metrics
-from slabench.client import RecordMeta, StreamingClient, Target, chat_body, completions_body
-from slabench.record import ErrorCategory, Outcome
+from slabench.client import StreamingClient, Target, chat_body, completions_body
+from slabench.record import ErrorCategory, Outcome, RecordMeta
 
 
 def chunk(delta=None, usage=None, text=None, finish=None) -> str:

@@ -50,7 +50,10 @@ def environment(tmp_path, user_class: type, host: str) -> Environment:
 
 
 def items(n: int, gap: float) -> list[OpenLoopItem]:
-    return [OpenLoopItem(i, 0.05 + i * gap, i * gap, "A", f"t-{i:03d}", None, "t", None, 0, "hold") for i in range(n)]
+    return [
+        OpenLoopItem(i, 0.05 + i * gap, i * gap, "A", f"t-{i:03d}", None, "t", stage_repeat=0, stage_phase="hold")
+        for i in range(n)
+    ]
 
 
 def finish(env: Environment) -> list:

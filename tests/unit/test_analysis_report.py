@@ -66,7 +66,7 @@ def test_html_is_self_contained_and_has_the_tables_and_plots(paths):
 def test_markdown_labels_the_views_and_flags_thin_figures(paths):
     md = paths["markdown"].read_text()
     assert "## Per level, across repeats" in md and "## Per level, pooled" in md
-    assert "![TTFT p95 vs concurrency](plots/ttft_p95.png)" in md
+    assert "![TTFT p95 vs load](plots/ttft_p95.png)" in md
     assert sum(line.startswith("| ttft_p99 (ms) |") for line in md.splitlines()) == 3  # all figures, per level
     section = md.split("## Per level, across repeats")[1].split("\n## ")[0]
     header, *rows = [

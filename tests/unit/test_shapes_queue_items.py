@@ -10,7 +10,8 @@ import pytest
 
 from slabench.errors import UserError
 from slabench.openloop import OpenLoopItem, lateness_summary, merge_reports, per_second, summary_line
-from slabench.shapes.base import StageClock, stage_fields
+from slabench.record import StageUnit
+from slabench.shapes.base import StageClock, span_stage
 from slabench.shapes.items import arrival_items, burst_items
 from slabench.shapes.queuefile import QueueRow, parse_queue_text, read_queue_file
 from slabench.shapes.schedules import Arrival, Span, partition, step_plan
@@ -94,11 +95,16 @@ def test_arrival_items_carry_their_stage():
     span = Span(0, 10, 2.5, 1, "warmup")
     items = arrival_items([Arrival(0.5, span), Arrival(0.7, span)], "rate")
     assert [it.item_id for it in items] == ["rate-000000", "rate-000001"]
-    assert items[1].stage == {"stage_level": 2500, "stage_repeat": 1, "stage_phase": "warmup"}
+    assert items[1].stage == {
+        "stage_level": 2500,
+        "stage_unit": "milli_rps",
+        "stage_repeat": 1,
+        "stage_phase": "warmup",
+    }
 
 
 def test_item_wire_round_trip():
-    it = OpenLoopItem(7, 0.25, 2.5, "B", "burst-00007", 2**47 + 3, "burst", None, 0, "hold")
+    it = OpenLoopItem(7, 0.25, 2.5, "B", "burst-00007", 2**47 + 3, "burst", stage_repeat=0, stage_phase="hold")
     assert OpenLoopItem.from_wire(json.loads(json.dumps(it.to_wire()))) == it
 
 
@@ -110,16 +116,24 @@ def test_partitioned_items_are_each_sent_by_one_worker():
 
 
 # -- stages ----------------------------------------------------------------------------------------------------------
-def test_stage_fields_by_unit():
+def test_span_stage_by_unit():
     span = Span(0, 1, 4.0, 2, "hold")
-    assert stage_fields(span, "users") == {"stage_level": 4, "stage_repeat": 2, "stage_phase": "hold"}
-    assert stage_fields(Span(0, 1, 0.25, 0, "hold"), "rps")["stage_level"] == 250
-    assert stage_fields(Span(0, 1, None, 3, "hold"), "none") == {
+    assert span_stage(span, StageUnit.USERS) == {
+        "stage_level": 4,
+        "stage_unit": "users",
+        "stage_repeat": 2,
+        "stage_phase": "hold",
+    }
+    rate = span_stage(Span(0, 1, 0.25, 0, "hold"), StageUnit.MILLI_RPS)
+    assert (rate["stage_level"], rate["stage_unit"]) == (250, "milli_rps")
+    assert StageUnit.MILLI_RPS.load(250) == 0.25 and StageUnit.USERS.load(4) == 4
+    assert span_stage(Span(0, 1, None, 3, "hold"), None) == {
         "stage_level": None,
+        "stage_unit": None,
         "stage_repeat": 3,
         "stage_phase": "hold",
     }
-    assert stage_fields(None, "users") == {}
+    assert span_stage(None, StageUnit.USERS) == {}
 
 
 def test_stage_clock_follows_the_plan():

@@ -1,0 +1,87 @@
+"""A record's stage level says what it counts (`stage_unit`): users for closed loop, thousandths of a request per
+second for open-loop rates. Read without its unit, a 2.5 req/s level was a 2,500-user one: aggregated, reported and
+graded as concurrency 2500, and graded against a `concurrency: 2500` contract."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from slabench.analysis.aggregate import aggregate
+from slabench.analysis.columns import read_table
+from slabench.errors import UserError
+from slabench.record import StageUnit, stage_fields
+from slabench.sinks import ARROW_SCHEMA
+from slabench.sla.estimates import Level, levels_from_summary
+from slabench.sla.grade import grade
+from slabench.sla.single_run import levels_from_records
+from tests.analysis_helpers import rec
+from tests.sla_helpers import contract, replica
+
+TARGETS = {"ttft_p95_s": {"max": 1.0}}
+
+
+def _rate_run(rates=(2.5, 5.0), repeats=(1, 2)) -> list:
+    """Records of a rate shape: per rate and repeat, three requests whose TTFT is rate / 10 s."""
+    return [
+        rec(float(i), rate / 10, **stage_fields(rate, StageUnit.MILLI_RPS, repeat, "hold"))
+        for rate in rates
+        for repeat in repeats
+        for i in range(3)
+    ]
+
+
+def _jsonl(path, records) -> None:
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
+
+
+def test_a_rate_shapes_records_aggregate_to_rates_and_grade_against_a_rate_contract(tmp_path):
+    path = tmp_path / "records.jsonl"
+    _jsonl(path, _rate_run())
+    summary = aggregate(path)
+    assert summary.level_unit == "req/s"
+    assert [lv.level for lv in summary.levels] == [2.5, 5.0]
+    assert summary.level(2.5).metrics["ttft_p50"].mean == pytest.approx(0.25)
+    levels = levels_from_summary(summary)
+    assert [lv.level for lv in levels] == [Level(rate_rps=2.5), Level(rate_rps=5.0)]
+
+    by_rate = grade(contract(targets=TARGETS, load={"request_rate_rps": 2.5}), replica(), levels)
+    assert by_rate.graded_level == "2.5 req/s"
+    # 2,500 users were never tested: the rate level must not stand for them
+    by_users = grade(contract(targets=TARGETS, load={"concurrency": 2500}), replica(), levels)
+    assert by_users.graded_level is None
+
+
+def test_one_run_groups_its_records_by_level_and_unit():
+    users = [rec(float(i), 0.1, **stage_fields(4, StageUnit.USERS, 1, "hold")) for i in range(3)]
+    old = [rec(float(i), 0.1, stage_level=4000, stage_repeat=1) for i in range(3)]  # written before stage_unit
+    got = {lv.level for lv in levels_from_records(_rate_run(repeats=(1,)) + users + old)}
+    assert got == {Level(rate_rps=2.5), Level(rate_rps=5.0), Level(concurrency=4), Level(stage=4000)}
+
+
+def test_a_file_mixing_users_and_rates_is_refused(tmp_path):
+    path = tmp_path / "records.jsonl"
+    users = [rec(float(i), 0.1, **stage_fields(4, StageUnit.USERS, 1, "hold")) for i in range(3)]
+    _jsonl(path, _rate_run() + users)
+    with pytest.raises(UserError, match=r"mix levels in users .* and in requests/s"):
+        aggregate(path)
+
+
+def test_records_written_before_stage_unit_read_as_users(tmp_path):
+    """Minor-1 files (no stage_unit column): JSON lines and Parquet still read, their levels taken as users."""
+    old = [rec(float(i), 0.1, stage_level=8, stage_repeat=1).to_dict() for i in range(3)]
+    for row in old:
+        del row["stage_unit"]
+        row["schema_minor"] = 1
+    jsonl = tmp_path / "old.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in old))
+    parquet = tmp_path / "old.parquet"
+    old_schema = pa.schema([f for f in ARROW_SCHEMA if f.name != "stage_unit"])
+    pq.write_table(pa.Table.from_pylist(old, schema=old_schema), parquet)
+    for path in (jsonl, parquet):
+        assert read_table(path).column("stage_unit").null_count == 3
+        summary = aggregate(path)
+        assert (summary.level_unit, [lv.level for lv in summary.levels]) == ("users", [8])
