@@ -171,41 +171,6 @@ def dataset_load(dataset_dir: str | Path, kind: str, task: str, workers: int = 2
     )
 
 
-LENGTH_KEYS = ("prompt_tokens", "output_tokens")
-
-
-def queue_lengths(path: str | Path) -> list[tuple[int, int]] | None:
-    """A queue file's own `prompt_tokens` and `output_tokens` columns (CSV) or keys (JSONL), if it has them: every
-    row then needs both, whole numbers ≥ 1. None if the file has neither."""
-    import csv
-    import io
-    import json
-
-    text = Path(path).read_text(encoding="utf-8")
-    if text.lstrip().startswith("{"):
-        rows = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    else:
-        reader = csv.DictReader(io.StringIO(text))
-        rows = [(reader.line_num, d) for d in reader]
-    if not rows or not any(k in rows[0][1] for k in LENGTH_KEYS):
-        return None
-    out = []
-    for n, d in rows:
-        pair = []
-        for key in LENGTH_KEYS:
-            v = d.get(key)
-            if isinstance(v, str) and v.strip().isdigit():
-                v = int(v)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise UserError(
-                    f"{path}:{n}: {key}: {v!r} is not a whole number ≥ 1 — a queue with lengths needs "
-                    "prompt_tokens and output_tokens on every row"
-                )
-            pair.append(v)
-        out.append((pair[0], pair[1]))
-    return out
-
-
 def read_queue(path: str | Path):
     """The queue file's rows (`shapes.queuefile`), errors naming --queue."""
     from slabench.shapes.queuefile import read_queue_file
@@ -222,14 +187,14 @@ def queue_file_load(path: str | Path, task: str, burst_mix, max_tokens: int = 20
     calls in turn (`burst_mix()` builds them)."""
     rows = read_queue(path)
     offsets = np.array([r.offset_s for r in rows])
-    lengths = queue_lengths(path)
-    if lengths is not None:
+    if rows[0].output_tokens is not None:  # then every row has both lengths (the parser checks)
+        output = np.array([r.output_tokens for r in rows], dtype=np.int64)
         mix = Mix(
-            prompt_tokens=np.array([p for p, _ in lengths], dtype=np.int64),
-            output_tokens=np.array([o for _, o in lengths], dtype=np.int64),
-            prefix_tokens=np.zeros(len(lengths), dtype=np.int64),
-            accounts=tuple([""] * len(lengths)),
-            max_tokens=max(max_tokens, max(o for _, o in lengths)),
+            prompt_tokens=np.array([r.prompt_tokens for r in rows], dtype=np.int64),
+            output_tokens=output,
+            prefix_tokens=np.zeros(len(rows), dtype=np.int64),
+            accounts=tuple([""] * len(rows)),
+            max_tokens=max(max_tokens, int(output.max())),
             source=f"{path} (its prompt_tokens/output_tokens)",
         )
         how = "its own lengths"

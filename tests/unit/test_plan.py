@@ -19,7 +19,7 @@ from slabench.plan.checks import latency_checks
 from slabench.plan.cost import FleetCost
 from slabench.plan.replay import TokenGaps, replay, type7
 from slabench.plan.search import PLAN_ENGINE, plan_profile
-from slabench.plan.workload import Mix, PlannedLoad, queue_file_load, queue_lengths, steps_load
+from slabench.plan.workload import Mix, PlannedLoad, queue_file_load, read_queue, steps_load
 from slabench.sim.profiles import load_profile
 from slabench.sla.contract import load_contract
 
@@ -210,4 +210,7 @@ def test_queue_file_with_its_own_lengths(tmp_path):
 
     path.write_text("offset_s,prompt_tokens,output_tokens\n0.0,100,20\n0.5,300,\n")
     with pytest.raises(UserError, match=r"q.csv:3: output_tokens: '' is not a whole number"):
-        queue_lengths(path)
+        read_queue(path)
+    path.write_text('{"offset_s": 0, "prompt_tokens": 100, "output_tokens": 20}\n{"offset_s": 1, "prompt_tokens": 5}\n')
+    with pytest.raises(UserError, match=r"q.csv:2: output_tokens: None is not a whole number"):
+        read_queue(path)
