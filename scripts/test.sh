@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ruff check .
+mypy  # strict on the measurement core ([tool.mypy] in pyproject.toml)
 python -m pytest tests -q --durations=15

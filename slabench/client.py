@@ -88,11 +88,11 @@ class Reply:
     text: str  # the generated content (reasoning excluded), for quality scoring
 
 
-def chat_body(model: str, messages: list[dict], max_tokens: int, **params: Any) -> dict:
+def chat_body(model: str, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> dict[str, Any]:
     return {"model": model, "messages": messages, "max_tokens": max_tokens, **params}
 
 
-def completions_body(model: str, prompt: str, max_tokens: int, **params: Any) -> dict:
+def completions_body(model: str, prompt: str, max_tokens: int, **params: Any) -> dict[str, Any]:
     return {"model": model, "prompt": prompt, "max_tokens": max_tokens, **params}
 
 
@@ -139,12 +139,17 @@ class _Stream:
     )
 
     def __init__(self) -> None:
-        self.sent = self.first_byte = self.wall_sent = self.end = None
+        self.sent: float | None = None
+        self.first_byte: float | None = None
+        self.wall_sent: float | None = None
+        self.end: float | None = None
         self.status: int | None = None
         self.chunk_times: list[float] = []
         self.chunk_tokens: list[int] | None = []
         self.text: list[str] = []
-        self.prompt_tokens = self.completion_tokens = self.cached = None
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.cached: int | None = None
         self.last_usage_completion = 0
         self.finish_reason: str | None = None
         self.done = False
@@ -178,7 +183,7 @@ class StreamingClient:
             # Its idle-connection check (is the socket readable?) runs between our `sent` stamp and the write, and
             # through gevent's select, which yields to every other ready greenlet even with timeout 0: each request's
             # TTFT then held the other streams' work. The same check, without the yield.
-            self._http._connection_pool._is_socket_alive = _idle_socket_alive
+            self._http._connection_pool._is_socket_alive = _idle_socket_alive  # type: ignore[method-assign]
         return self._http
 
     def close(self) -> None:
@@ -200,7 +205,7 @@ class StreamingClient:
     def send(
         self,
         endpoint: str,
-        body: dict,
+        body: dict[str, Any],
         meta: RecordMeta,
         on_cancel: Callable[[RequestRecord], None] | None = None,
         headers: dict[str, str] | None = None,
@@ -436,7 +441,7 @@ class StreamingClient:
         return _Failure(Outcome.ERROR, category, f"HTTP {status}: {text}{hint}", status)
 
     def _record(
-        self, s: _Stream, meta: RecordMeta, body: dict, request_id: str, failure: _Failure | None
+        self, s: _Stream, meta: RecordMeta, body: dict[str, Any], request_id: str, failure: _Failure | None
     ) -> RequestRecord:
         end = s.end if s.end is not None else self._clock() if s.sent is not None else None
         prompt, completion, source = s.prompt_tokens, s.completion_tokens, None
@@ -507,7 +512,7 @@ def _loads(data: str) -> Any:
         return json.loads(data)
 
 
-def _apply_chunk(obj: dict, now: float, s: _Stream) -> None:
+def _apply_chunk(obj: dict[str, Any], now: float, s: _Stream) -> None:
     """Fold one chunk into the stream's state; raises _Shape for anything not shaped like an OpenAI chunk (checked
     with `type() is`, the cheapest test, since this runs for every chunk)."""
     choices = obj.get("choices")
@@ -669,7 +674,7 @@ def _unknown_model(obj: Any, text: str) -> bool:
     return "model" in text.lower()
 
 
-def _estimate_prompt(body: dict) -> int:
+def _estimate_prompt(body: dict[str, Any]) -> int:
     if "messages" in body:
         return sum(estimate_tokens(str(m.get("content", ""))) for m in body["messages"])
     return estimate_tokens(str(body.get("prompt", "")))

@@ -43,7 +43,9 @@ def read_text(path: str | Path, cut_tail: bool = False) -> str:
 
 def line_at(text: str | bytes, offset: int) -> int:
     """The 1-based line of `offset` in `text`."""
-    return text[:offset].count("\n" if isinstance(text, str) else b"\n") + 1
+    if isinstance(text, str):
+        return text.count("\n", 0, offset) + 1
+    return text.count(b"\n", 0, offset) + 1
 
 
 def check_output(path: str | Path, flag: str, is_dir: bool = False) -> Path:

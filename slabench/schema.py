@@ -73,8 +73,8 @@ class FileSchema:
             data = json.loads(read_text(p))
         except json.JSONDecodeError as e:
             raise UserError(f"{p}:{e.lineno}: not valid JSON ({e.msg}); was it edited by hand?") from None
-        self.check(data, str(p))
-        return data
+        self.check(data, str(p))  # a mapping of this schema, or it raises
+        return dict(data)
 
 
 def _is_int(v: Any) -> bool:

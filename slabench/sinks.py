@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -46,7 +46,7 @@ class JsonlSink:
     def write(self, records: Iterable[RequestRecord]) -> None:
         self.write_dicts(r.to_dict() for r in records)
 
-    def write_dicts(self, rows: Iterable[dict]) -> None:
+    def write_dicts(self, rows: Iterable[dict[str, Any]]) -> None:
         for row in rows:
             self._f.write(json_line(row))
             self.count += 1
@@ -85,7 +85,7 @@ class ParquetSink:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        self._buffer: list[dict] = []
+        self._buffer: list[dict[str, Any]] = []
         self._next_part = len(list(self.path.glob("part-*.parquet")))
         self._last_flush = time.monotonic()
         self.count = 0

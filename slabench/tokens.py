@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from slabench.errors import UserError
+
+if TYPE_CHECKING:
+    from jinja2 import Template
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 # The fewest server tokens per estimator token a calibration believes: no real tokenizer counts a word as half a
@@ -64,28 +68,28 @@ class ChatTokenizer:
     def count_text(self, text: str) -> int:
         return len(self._tok.encode(text, add_special_tokens=False).ids)
 
-    def render(self, messages: list[dict]) -> str:
+    def render(self, messages: list[dict[str, Any]]) -> str:
         if self._template is None:
             return "".join(str(m.get("content") or "") for m in messages)
         return self._template.render(messages=messages, add_generation_prompt=True, **self._special)
 
-    def count(self, messages: list[dict]) -> int:
+    def count(self, messages: list[dict[str, Any]]) -> int:
         """Prompt tokens of a chat request, as a vLLM serving this model counts them."""
         return self.count_text(self.render(messages))
 
 
-def _token_text(value) -> str:
+def _token_text(value: object) -> str:
     if isinstance(value, dict):  # {"content": "<s>", ...} in older configs
         return str(value.get("content", ""))
     return "" if value is None else str(value)
 
 
-def _compile(template: str):
+def _compile(template: str) -> Template:
     """As transformers renders chat templates: a sandboxed Jinja environment, trim_blocks and lstrip_blocks."""
     from jinja2.exceptions import TemplateError
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    def raise_exception(message: str):
+    def raise_exception(message: str) -> NoReturn:
         raise TemplateError(message)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)

@@ -56,7 +56,7 @@ class StrictLoader(yaml.SafeLoader):
         super().flatten_mapping(node)
 
 
-def line_index(node: yaml.Node | None, path: tuple = ()) -> dict[tuple, int]:
+def line_index(node: yaml.Node | None, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
     """Map each key/index path of a composed YAML document to its 1-based line."""
     if node is None:
         return {}
@@ -88,7 +88,7 @@ def _user_error(e: yaml.YAMLError, text: str, source: str) -> UserError:
     return UserError(f"{where}: invalid YAML: {f'{context}, ' if context else ''}{problem}")
 
 
-def parse(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
+def parse(text: str, source: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """One YAML document → (data, path→line index). `source` names the text in errors (a file path)."""
     loader = None
     try:
@@ -110,7 +110,7 @@ def parse_all(text: str, source: str) -> list[Any]:
     try:
         loader = StrictLoader(text)
         docs = []
-        while loader.check_data():
+        while loader.check_data():  # type: ignore[no-untyped-call]  # PyYAML's stubs leave it untyped
             docs.append(loader.get_data())
         return docs
     except yaml.YAMLError as e:
@@ -120,7 +120,7 @@ def parse_all(text: str, source: str) -> list[Any]:
             loader.dispose()
 
 
-def load_file(path: str | Path) -> tuple[Any, dict[tuple, int]]:
+def load_file(path: str | Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """Parse a YAML file: (data, path→line index). Every problem is a one-line UserError naming file and line."""
     return parse(read_text(path), str(path))
 
