@@ -9,7 +9,7 @@ column-wise on Arrow data. `tests/unit/test_analysis_columns.py` checks, record 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,29 +72,33 @@ def _not_this_schema(t: pa.Table) -> bool:
     return bool(pc.any(pc.and_(kindless, pc.greater_equal(minor, RECORD.kindless_before_minor))).as_py())
 
 
-def read_table(path: str | Path) -> pa.Table:
-    """The records at `path` (.jsonl, or a .parquet file/directory) as an Arrow table of COLUMNS. Rows of another
-    schema are refused (the record-by-record reader then names the first such line)."""
+def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
+    """The records at `path` (.jsonl, or a .parquet file/directory) as an Arrow table of `columns` (by default
+    what the figures need). Rows of another schema are refused (the record-by-record reader then names the first
+    such line)."""
     p = Path(path)
+    columns = list(columns)
+    read = columns + [c for c in CHECK_COLUMNS if c not in columns]
+    schema = READ_SCHEMA if columns == COLUMNS else pa.schema([ARROW_SCHEMA.field(c) for c in read])
     if not p.exists():
         raise UserError(f"{p}: no such records file")
     try:
         if p.suffix == ".parquet":
-            table = read_parquet(p, columns=COLUMNS + CHECK_COLUMNS)
+            table = read_parquet(p, columns=read)
         elif p.stat().st_size == 0:
-            return READ_SCHEMA.empty_table().select(COLUMNS)
+            return schema.empty_table().select(columns)
         else:
-            opts = pj.ParseOptions(explicit_schema=READ_SCHEMA, unexpected_field_behavior="ignore")
+            opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
             table = pj.read_json(p, parse_options=opts)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         # A run killed mid-write leaves a partial last line; the sink's reader knows how to skip exactly that
         # (and names the line of any other bad one, or of a row of another schema).
         rows = [r.to_dict() for r in read_records(p)]
-        return pa.Table.from_pylist(rows, schema=ARROW_SCHEMA).select(COLUMNS)
+        return pa.Table.from_pylist(rows, schema=ARROW_SCHEMA).select(columns)
     if _not_this_schema(table):
         read_records(p)  # raises, naming the line (or record) and what is wrong with it
         raise UserError(f"{p}: not slabench request records version {RECORD.major}")
-    return table.select(COLUMNS)
+    return table.select(columns)
 
 
 def table_from_records(records: Iterable[RequestRecord]) -> pa.Table:
@@ -217,6 +221,23 @@ def wall_offsets(worker: np.ndarray, wall: np.ndarray, sent: np.ndarray) -> np.n
     return offsets
 
 
+def request_times(table: pa.Table) -> dict[str, np.ndarray]:
+    """Per row, in seconds, NaN where a row has no value: `ttft` (what the user waited: from `scheduled` in open
+    loop, else from `sent`), `ttft_sent`, `e2e`, `tpot`, `lateness` — the column-wise form of `slabench.metrics`."""
+    sent, end, scheduled = _f64(table.column("sent")), _f64(table.column("end")), _f64(table.column("scheduled"))
+    first, last = _f64(table.column("first_token")), _f64(table.column("last_token"))
+    completion = _f64(table.column("completion_tokens"))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(completion >= 2, (last - first) / (completion - 1), np.nan)
+    return {
+        "ttft": first - np.where(np.isnan(scheduled), sent, scheduled),
+        "ttft_sent": first - sent,
+        "e2e": end - sent,
+        "tpot": tpot,
+        "lateness": sent - scheduled,
+    }
+
+
 def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
     """Per-request arrays of one run. Warm-up: rows whose stage_phase is warmup/cooldown when the run's records
     carry phases; otherwise rows sent in the first `warmup_s` seconds after the run's first request."""
@@ -252,15 +273,12 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
     not_ok = ~ok
     keys = np.where(category[not_ok] == None, outcome[not_ok], category[not_ok])  # noqa: E711 (object array)
     labels, counts = np.unique(keys.astype(str), return_counts=True) if keys.size else ([], [])
-    first, last = _f64(t.column("first_token")), _f64(t.column("last_token"))
+    times = request_times(t)
     completion, prompt = _f64(t.column("completion_tokens")), _f64(t.column("prompt_tokens"))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(completion >= 2, (last - first) / (completion - 1), np.nan)
     tok_ok = table.select(["chunk_times", "chunk_tokens"]).filter(pa.array(keep & (outcome_all == "ok")))
     itl_tokens, itl_mean = itl_arrays(tok_ok.column("chunk_times"), tok_ok.column("chunk_tokens"))
     has_end = ~np.isnan(t_end)
     open_loop = bool((~np.isnan(scheduled[ok])).any())
-    user_start = np.where(np.isnan(scheduled), sent, scheduled)  # open loop: the user was waiting since scheduled
     quality: dict[str, dict[str, np.ndarray]] = {}
     tasks = _str(t.column("quality_task"))
     for task in sorted({x for x in tasks if x is not None}):
@@ -280,10 +298,10 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
         error_counts={str(k): int(v) for k, v in zip(labels, counts, strict=True)},
         window_start=float(np.nanmin(t_send)) if t.num_rows and not np.isnan(t_send).all() else None,
         window_end=float(np.max(t_end[has_end])) if has_end.any() else None,
-        ttft=(first - user_start)[ok],
-        ttft_sent=(first - sent)[ok] if open_loop else None,
-        e2e=(end - sent)[ok],
-        tpot=tpot[ok],
+        ttft=times["ttft"][ok],
+        ttft_sent=times["ttft_sent"][ok] if open_loop else None,
+        e2e=times["e2e"][ok],
+        tpot=times["tpot"][ok],
         itl_mean=itl_mean,
         itl_tokens=itl_tokens,
         output_tokens=float(np.nansum(completion[ok])),
