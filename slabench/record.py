@@ -48,6 +48,12 @@ class StageUnit(enum.StrEnum):
         return "req/s" if self is StageUnit.MILLI_RPS else "users"
 
 
+def unit_before_stage_unit(scheduled: float | None) -> StageUnit:
+    """The unit of a stage level in records written before `stage_unit` (minor < 2): only the open-loop rate and
+    diurnal shapes set `scheduled`, and they stored rates in thousandths; every other level was users."""
+    return StageUnit.MILLI_RPS if scheduled is not None else StageUnit.USERS
+
+
 def stage_fields(level: float | None, unit: StageUnit | None, repeat: int | None, phase: str | None) -> dict[str, Any]:
     """A record's stage fields for a load of `level` users or requests/s (`unit` says which); the one writer."""
     if level is None or unit is None:
@@ -86,7 +92,7 @@ class RequestRecord:
     account: str | None = None
     item_id: str | None = None
     stage_level: int | None = None  # the shape's load, counted in `stage_unit` (see `stage_fields`)
-    stage_unit: str | None = None  # a `StageUnit`; None in records of minor < 2, whose level's unit is not known
+    stage_unit: str | None = None  # a `StageUnit`; read from records of minor < 2 by `unit_before_stage_unit`
     stage_repeat: int | None = None
     stage_phase: str | None = None
     endpoint: str = "chat"  # "chat" | "completions"
@@ -155,7 +161,11 @@ class RequestRecord:
         kw["chunk_times"] = tuple(kw.get("chunk_times") or ())
         if kw.get("chunk_tokens") is not None:
             kw["chunk_tokens"] = tuple(int(x) for x in kw["chunk_tokens"])
+        if kw.get("stage_level") is not None and kw.get("stage_unit") is None:
+            kw["stage_unit"] = str(unit_before_stage_unit(kw.get("scheduled")))
         try:
+            if kw.get("stage_unit") is not None:
+                StageUnit(kw["stage_unit"])  # a unit this slabench does not know would misread the level
             kw["outcome"] = Outcome(kw["outcome"])
             if kw.get("error_category") is not None:
                 kw["error_category"] = ErrorCategory(kw["error_category"])

@@ -9,7 +9,7 @@ Input layouts:
   ``manifest.json`` `slabench sweep` writes (warm-up seconds, status); ``RUN_DIR/sweep.json`` when present;
 - one records file (or a directory holding ``records.jsonl``/``records.parquet``) from a stepped load shape, whose
   records carry ``stage_level`` / ``stage_unit`` / ``stage_repeat``: each (level, repeat) is one run, and the levels
-  are users or requests/s as the records' unit says (records without a unit: users, as slabench wrote them).
+  are users or requests/s as the records' unit says.
 
 Two views per figure, always labelled: *across repeats* (the figure computed per run, then mean/std/CI over the
 runs: how much a run-to-run result moves) and *pooled* (every counted request of the level together, rates over
@@ -152,7 +152,7 @@ def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:
             "from a stepped load shape"
         )
     staged = table.filter(pc.is_valid(levels))
-    units = {StageUnit(u or StageUnit.USERS) for u in staged.column("stage_unit").unique().to_pylist()}
+    units = {StageUnit(u) for u in staged.column("stage_unit").unique().to_pylist()}
     if len(units) > 1:
         raise UserError(
             f"{path}: the records mix levels in users (closed loop) and in requests/s (open loop); aggregate the "
@@ -255,8 +255,9 @@ def aggregate(
     warnings: list[str] = []
     sources, sweep = discover(root, warmup_s, warnings)
     slo_obj = slo if isinstance(slo, Slo) or slo is None else Slo.from_mapping(slo)
+    unit = sources[0].unit if sources else "users"
     by_level: dict[int | float, list[tuple[RunSource, RunArrays]]] = {}
-    for level in (sweep or {}).get("levels", []):
+    for level in (sweep or {}).get("levels", []) if unit == "users" else ():  # a sweep's levels are users
         by_level.setdefault(int(level), [])
     # Arrow reads and numpy's partitions release the GIL: threads use every core for the big steps.
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
@@ -273,7 +274,7 @@ def aggregate(
     return SweepSummary(
         source=str(root),
         method=METHOD,
-        level_unit=sources[0].unit if sources else "users",
+        level_unit=unit,
         levels=levels,
         cliff=cliff,
         sweep=sweep,
@@ -284,7 +285,7 @@ def aggregate(
 
 def require_ci(summary: SweepSummary) -> None:
     """Raise when a confidence interval was asked for but some level has fewer than two repeats."""
-    thin = [f"{lv.level} (n={lv.n_runs})" for lv in summary.levels if lv.n_runs < 2]
+    thin = [f"{summary.label(lv.level)} (n={lv.n_runs})" for lv in summary.levels if lv.n_runs < 2]
     if thin:
         raise UserError(
             f"confidence intervals need at least 2 repeats per level; level(s) {', '.join(thin)} have fewer — "

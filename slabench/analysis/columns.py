@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from slabench.errors import UserError
-from slabench.record import RequestRecord
+from slabench.record import RequestRecord, StageUnit
 from slabench.schema import RECORD
 from slabench.sinks import ARROW_SCHEMA, read_parquet, read_records
 
@@ -57,6 +57,18 @@ READ_SCHEMA = pa.schema([ARROW_SCHEMA.field(c) for c in COLUMNS + CHECK_COLUMNS]
 EXCLUDED_PHASES = ("warmup", "cooldown")  # not steady state
 
 
+def with_stage_units(t: pa.Table) -> pa.Table:
+    """Staged rows without a `stage_unit` (written before it) get the one `unit_before_stage_unit` gives."""
+    if not {"stage_level", "stage_unit", "scheduled"} <= set(t.column_names):
+        return t
+    unit = t.column("stage_unit")
+    missing = pc.and_(pc.is_valid(t.column("stage_level")), pc.is_null(unit))
+    if not pc.any(missing).as_py():
+        return t
+    legacy = pc.if_else(pc.is_valid(t.column("scheduled")), str(StageUnit.MILLI_RPS), str(StageUnit.USERS))
+    return t.set_column(t.column_names.index("stage_unit"), "stage_unit", pc.if_else(missing, legacy, unit))
+
+
 def _not_this_schema(t: pa.Table) -> bool:
     """Some row is of another kind or major version, or lacks a required field (what RequestRecord.from_dict
     refuses), checked column-wise."""
@@ -68,6 +80,10 @@ def _not_this_schema(t: pa.Table) -> bool:
     kind = t.column("kind")
     if pc.any(pc.less(minor, 0)).as_py() or pc.any(pc.not_equal(kind, RECORD.kind)).as_py():
         return True
+    if "stage_unit" in t.column_names:
+        unit = t.column("stage_unit")
+        if not pc.all(pc.or_(pc.is_null(unit), pc.is_in(unit, pa.array([str(u) for u in StageUnit])))).as_py():
+            return True
     kindless = pc.is_null(kind)  # only rows written before kinds were stamped may lack one
     return bool(pc.any(pc.and_(kindless, pc.greater_equal(minor, RECORD.kindless_before_minor))).as_py())
 
@@ -98,12 +114,12 @@ def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
     if _not_this_schema(table):
         read_records(p)  # raises, naming the line (or record) and what is wrong with it
         raise UserError(f"{p}: not slabench request records version {RECORD.major}")
-    return table.select(columns)
+    return with_stage_units(table).select(columns)
 
 
 def table_from_records(records: Iterable[RequestRecord]) -> pa.Table:
     """Records already in memory (the Locust hook, the web UI) as the same Arrow table `read_table` gives."""
-    return pa.Table.from_pylist([r.to_dict() for r in records], schema=ARROW_SCHEMA).select(COLUMNS)
+    return with_stage_units(pa.Table.from_pylist([r.to_dict() for r in records], schema=ARROW_SCHEMA)).select(COLUMNS)
 
 
 def _f64(col: pa.ChunkedArray | pa.Array) -> np.ndarray:

@@ -2,7 +2,7 @@
 
     from slabench.analysis.frame import records_frame
     df = records_frame("runs/x/records.jsonl")
-    df[df.outcome == "ok"].groupby("stage_level").ttft_s.quantile(0.95)
+    df[df.outcome == "ok"].groupby(["stage_unit", "stage_level"]).ttft_s.quantile(0.95)
 
 The columns are the record's scalar fields (identity, stage with its unit, outcome and error category, token
 counts, quality fields) plus each request's derived times in seconds, from the same formulas the aggregator uses

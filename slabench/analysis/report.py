@@ -433,14 +433,15 @@ def console_table(summary: SweepSummary, narrow: bool = False) -> Table:
     keys = NARROW if narrow else CONSOLE
     cols = [(k, t, u) for k, t, u in HEADLINE if k in keys and any(k in lv.metrics for lv in summary.levels)]
     table = Table(title="per level, across repeats: mean ± std [95% CI]", title_justify="left")
-    for name in ("level", "runs", "requests") if not narrow else ("level",):
+    level = f"level ({summary.level_unit})"
+    for name in (level, "runs", "requests") if not narrow else (level,):
         table.add_column(name, justify="right")
     for _, t, u in cols:
         table.add_column(f"{t} ({u})" if u else t, justify="right")
     for lv in summary.levels:
         cells = [across(lv.metrics.get(k), u) for k, _, u in cols]
         if narrow:  # three short lines per cell: mean, ± std, [interval]
-            first = f"{lv.level}\n{lv.n_runs} × {lv.requests // max(lv.n_runs, 1)}"
+            first = f"{lv.level:g}\n{lv.n_runs} × {lv.requests // max(lv.n_runs, 1)}"
             table.add_row(first, *[c.replace(" ± ", "\n± ") for c in cells])
         else:
             table.add_row(f"{lv.level:g}", str(lv.n_runs), str(lv.requests), *cells)

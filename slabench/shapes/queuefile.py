@@ -53,13 +53,13 @@ def _seed(value: object, where: str) -> int | None:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isdecimal():
         return int(value)
     raise UserError(f"{where}: seed: {value!r} is not a non-negative integer")
 
 
 def _length(value: object, where: str, key: str) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isdecimal():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise UserError(

@@ -78,6 +78,8 @@ def parse_rates(text: str, option: str = "--rate-rps") -> tuple[float, ...]:
             v = math.nan
         if not math.isfinite(v) or v <= 0:
             raise UserError(f"{option} {text!r}: {p!r} is not a rate > 0 — use requests per second like 0.5,2,8")
+        if v < 0.001:  # records keep a rate in thousandths of a request per second (stage_unit milli_rps)
+            raise UserError(f"{option} {text!r}: {p!r} is below 0.001 requests per second, the finest rate recorded")
         out.append(v)
     return tuple(out)
 

@@ -9,7 +9,6 @@ optional conditional band and a severity (hard: can FAIL; soft: at worst CONDITI
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -18,6 +17,7 @@ from pydantic import Field, StringConstraints, create_model, model_validator
 
 from slabench.config import StrictModel, load_model, load_yaml
 from slabench.errors import UserError
+from slabench.record import StageUnit
 from slabench.run_status import MeasurementPolicy
 from slabench.sla.cost import DeploymentError, ReplicaPrice, replica_price
 from slabench.sla.estimates import Level, LevelEstimates
@@ -154,13 +154,12 @@ class Load(StrictModel):
         return Level(concurrency=self.concurrency, rate_rps=self.request_rate_rps, scenario=self.scenario)
 
     def matches(self, level: Level) -> bool:
-        """Does a tested level stand for this load? A record's raw stage level is a concurrency, or a rate × 1000."""
+        """Does a tested level stand for this load? Rates compare as records store them, to 0.001 req/s."""
         if self.concurrency is not None:
-            return self.concurrency in (level.concurrency, level.stage)
+            return level.concurrency == self.concurrency
         if self.request_rate_rps is not None:
-            if level.rate_rps is not None:
-                return math.isclose(level.rate_rps, self.request_rate_rps, rel_tol=1e-9)
-            return level.stage is not None and level.stage == round(self.request_rate_rps * 1000)
+            stored = StageUnit.MILLI_RPS.stored
+            return level.rate_rps is not None and stored(level.rate_rps) == stored(self.request_rate_rps)
         return level.scenario == self.scenario
 
 

@@ -32,15 +32,10 @@ class Level:
     concurrency: int | None = None
     rate_rps: float | None = None
     scenario: str | None = None
-    stage: int | None = None  # a stage_level without a unit (records before stage_unit): users, or a rate × 1000
 
     @classmethod
-    def of_stage(cls, stored: int | None, unit: str | None) -> Level:
+    def of_stage(cls, stored: int, unit: str) -> Level:
         """The load a record's stage_level and stage_unit stand for."""
-        if stored is None:
-            return cls()
-        if unit is None:
-            return cls(stage=stored)
         load = StageUnit(unit).load(stored)
         return cls(concurrency=int(load)) if unit == StageUnit.USERS else cls(rate_rps=float(load))
 
@@ -52,18 +47,16 @@ class Level:
             return f"{self.rate_rps:g} req/s"
         if self.scenario is not None:
             return f"scenario {self.scenario}"
-        if self.stage is not None:
-            return f"stage level {self.stage}"
         return "the whole run (no stage recorded)"
 
     @property
     def unstaged(self) -> bool:
-        return all(v is None for v in (self.concurrency, self.rate_rps, self.scenario, self.stage))
+        return all(v is None for v in (self.concurrency, self.rate_rps, self.scenario))
 
     @property
     def order(self) -> float | None:
         """Position on the load axis for capacity answers; None for a scenario or an unstaged run."""
-        for v in (self.concurrency, self.rate_rps, self.stage):
+        for v in (self.concurrency, self.rate_rps):
             if v is not None:
                 return float(v)
         return None

@@ -90,7 +90,7 @@ def test_one_repeat_has_no_interval_and_an_empty_level_has_no_values(tree):
     assert all(e.mean is None and e.n == 0 and e.low_samples for e in empty.metrics.values())
     assert "level 4: no counted requests" in s.warnings
     assert "goodput_rps" not in s.level(1).metrics  # no SLOs given: no goodput figures
-    with pytest.raises(UserError, match=r"level\(s\) 2 \(n=1\), 4 \(n=0\)"):
+    with pytest.raises(UserError, match=r"level\(s\) 2 users \(n=1\), 4 users \(n=0\)"):
         require_ci(s)
 
 

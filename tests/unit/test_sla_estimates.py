@@ -127,7 +127,7 @@ def test_records_group_by_stage_and_repeats_are_pooled_with_a_note():
     recs = [record(i, sent=float(i), stage_level=4, stage_repeat=i % 2) for i in range(4)]
     recs += [record(10 + i, sent=float(i), stage_level=8, stage_repeat=0) for i in range(3)]
     four, eight = levels_from_records(recs)
-    assert (four.level, eight.level) == (Level(stage=4), Level(stage=8))
+    assert (four.level, eight.level) == (Level(concurrency=4), Level(concurrency=8))  # no unit: closed loop
     assert four.metrics["throughput_rps"].samples == 4 and eight.metrics["throughput_rps"].samples == 3
     assert any("2 repeats in one run were pooled" in n for n in four.notes)
     assert not eight.notes

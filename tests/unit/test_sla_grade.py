@@ -218,10 +218,10 @@ def test_an_unstaged_run_is_taken_as_the_contract_load_with_a_note():
     ("load", "lv", "matches"),
     [
         ({"concurrency": 16}, Level(concurrency=16), True),
-        ({"concurrency": 16}, Level(stage=16), True),
+        ({"concurrency": 2500}, Level(rate_rps=2.5), False),  # 2.5 req/s is not 2,500 users
         ({"concurrency": 16}, Level(concurrency=8), False),
         ({"request_rate_rps": 2.5}, Level(rate_rps=2.5), True),
-        ({"request_rate_rps": 2.5}, Level(stage=2500), True),  # rate shapes stamp rate × 1000
+        ({"request_rate_rps": 0.3333}, Level(rate_rps=0.333), True),  # records keep a rate to 0.001 req/s
         ({"request_rate_rps": 2.5}, Level(concurrency=2500), False),
         ({"scenario": "burst"}, Level(scenario="burst"), True),
         ({"scenario": "burst"}, Level(scenario="diurnal"), False),
