@@ -147,12 +147,12 @@ class _Counts:
 
 
 def stage_view(level: int | None, unit: str | None, repeat: int | None, phase: str | None) -> dict[str, Any] | None:
-    """A record's stage for the LLM tab, its level with the unit ("8 users", "2.5 req/s"); None without a stage."""
-    shown: int | str | None = level
+    """A record's stage for the LLM tab: its level in users or req/s (`unit`), repeat and phase; None without one."""
+    shown: int | float | None = level
     if level is not None and unit is not None:
         load = StageUnit(unit)
-        shown = f"{load.load(level):g} {load.load_unit}"
-    out = {"level": shown, "repeat": repeat, "phase": phase}
+        shown, unit = load.load(level), load.load_unit
+    out = {"level": shown, "unit": unit, "repeat": repeat, "phase": phase}
     return out if any(v is not None for v in out.values()) else None
 
 

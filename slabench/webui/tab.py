@@ -40,7 +40,7 @@ def stage_text(stage: dict[str, Any] | None) -> str:
         return NO_DATA
     parts = []
     if stage.get("level") is not None:
-        parts.append(f"level {stage['level']}")
+        parts.append(" ".join(f"{x}" for x in ("level", stage["level"], stage.get("unit")) if x is not None))
     if stage.get("repeat") is not None:
         parts.append(f"repeat {stage['repeat']}")
     if stage.get("phase"):

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slabench import metrics
-from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.record import ErrorCategory, Outcome, RequestRecord, StageUnit, stage_fields
 from slabench.webui.live import LiveAggregator, Series, itl_values, series_point
 
 T0 = 1000.0  # wall clock of monotonic 0 in these records
@@ -154,9 +154,10 @@ def test_lateness_open_loop() -> None:
 def test_stage_is_the_latest_sent_unless_the_runner_knows_better() -> None:
     a = LiveAggregator()
     a.reset(started=T0)
-    a.add(rec(1, 5.0, (5.1,), end=5.2, stage_level=8, stage_repeat=2, stage_phase="hold"), arrived=T0 + 6)
-    a.add(rec(2, 4.0, (4.1,), end=9.0, stage_level=4, stage_repeat=1, stage_phase="hold"), arrived=T0 + 9)
-    assert a.snapshot(now=T0 + 9)["stage"] == {"level": 8, "repeat": 2, "phase": "hold"}
+    a.add(rec(1, 5.0, (5.1,), end=5.2, **stage_fields(2.5, StageUnit.MILLI_RPS, 2, "hold")), arrived=T0 + 6)
+    a.add(rec(2, 4.0, (4.1,), end=9.0, **stage_fields(4, StageUnit.USERS, 1, "hold")), arrived=T0 + 9)
+    # the level as a rate, not the 2500 a record stores
+    assert a.snapshot(now=T0 + 9)["stage"] == {"level": 2.5, "unit": "req/s", "repeat": 2, "phase": "hold"}
     shape_says = {"level": 16, "repeat": 0, "phase": "warmup"}
     assert a.snapshot(now=T0 + 9, stage=shape_says, in_flight=7)["stage"] == shape_says
     assert a.snapshot(now=T0 + 9, in_flight=7)["in_flight"] == 7

@@ -54,8 +54,9 @@ def by_metric(rows: list[dict]) -> dict[str, tuple[str, str]]:
 def test_rows_show_units_in_names_and_one_number_per_cell() -> None:
     recs = [ok(1, 1.0, 0.2, 0.5), ok(2, 6.0, 0.3, 1.0), failed(3, 7.0, ErrorCategory.HTTP_5XX)]
     recs.append(failed(4, 8.0, ErrorCategory.LOST_WITH_WORKER, Outcome.DROPPED))
-    rows = by_metric(tab.rows(snapshot(recs, in_flight=5, stage={"level": 8, "repeat": 1, "phase": "hold"})))
-    assert rows["stage (level · repeat · phase)"] == ("level 8 · repeat 1 · hold", "")
+    stage = {"level": 2.5, "unit": "req/s", "repeat": 1, "phase": "hold"}
+    rows = by_metric(tab.rows(snapshot(recs, in_flight=5, stage=stage)))
+    assert rows["stage (level · repeat · phase)"] == ("level 2.5 req/s · repeat 1 · hold", "")
     assert rows["requests in flight"] == ("5", "")
     assert rows["requests finished"] == ("3", "4")  # window (1005, 1010]: q2, f3, f4
     assert rows["TTFT p50 (ms)"] == ("300.0", "250.0")
