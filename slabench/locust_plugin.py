@@ -1,10 +1,11 @@
 """The Locust bridge: options, the LLM user base class, record collection and shipping, and the embedded simulator.
 
 `install()` (called by each locustfile) registers everything on Locust's event hooks once. Per process, a `RecordHub`
-(at `environment.slabench`) turns every record into Locust request events (TTFT / ITL / TPOT / E2E rows in the web UI
-and `--csv`) and routes it: local runner → the run's sink; worker → batches shipped to the master as Locust custom
-messages; master → the one sink. On stop, the master asks every worker to stop its users and ship what it holds, and
-waits for each worker's final batch, so the record count equals the count of requests issued across all workers.
+(at `environment.slabench`) turns every record into one Locust request event (its own table and header count each
+request once; TTFT / ITL / TPOT rows beside it) and routes it: local runner → the run's sink; worker → its spool and
+batches to the master (`slabench.shipping`); master → the one sink. On stop, the master asks every worker to stop
+its users and ship what it holds, and waits for each worker's final batch (workers missing heartbeats:
+`slabench.worker_watch`), so the record count equals the count of requests issued across all workers.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from geventhttpclient import HTTPClient
 from locust import User, constant, events
 from locust.env import Environment
 from locust.exception import RPCError
-from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
+from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from slabench import metrics, provenance
 from slabench.accounting import Tally, incomplete_reasons, reconcile, server_received
@@ -55,18 +56,17 @@ from slabench.run_status import (
 from slabench.saturation import SaturationWatch
 from slabench.scrape import FILE_NAME as SCRAPE_FILE
 from slabench.scrape import read_scrapes
+from slabench.shipping import MSG_ACK, MSG_FINAL, MSG_RECORDS, Shipper
 from slabench.sim.cli import EMBEDDED_NICE, add_sim_options, sim_args_to_argv
 from slabench.sinks import RecordSink, has_records, open_sink
 from slabench.spool import Journal, journal_path, read_journal, stand_in, unaccounted
 from slabench.sse import DEFAULT_MAX_EVENT_BYTES
+from slabench.worker_watch import WorkerWatch
 
 log = logging.getLogger("slabench")
 
 MSG_RUN = "slabench:run"  # master → workers: the run id
 MSG_STOP = "slabench:stop"  # master → workers: stop users now and ship everything
-MSG_RECORDS = "slabench:records"  # worker → master: a batch of records
-MSG_FINAL = "slabench:final"  # worker → master: nothing more will come (with the worker's total)
-MSG_ACK = "slabench:ack"  # master → worker: final batch received; the worker may drop its spool
 SHIP_INTERVAL_S = 0.5
 FINAL_WAIT_S = 30.0  # master, at the end: how long a worker gets to send its final batch
 MISSING_WAIT_S = 10.0  # ... and a worker that is missing heartbeats (busy, or dead)
@@ -90,9 +90,6 @@ def usage_errors_exit_3(parser: Any) -> None:
             raise
 
     parser.error = error
-
-
-SHIP_SLICE = 200  # worker: records per message
 
 
 def add_options(parser: Any) -> None:
@@ -235,7 +232,6 @@ class RecordHub:
         self.run_id = ""
         self.records_path: Path | None = None  # master/local: the current (or last) run's record file
         self.sink: RecordSink | None = None
-        self.batch: list[dict] = []
         self.emitted = 0
         self.tally = Tally()  # master/local: what the run's records say
         self.stored_ids: set[str] = set()  # master/local: request ids stored this run (a record is stored once)
@@ -245,28 +241,21 @@ class RecordHub:
         self.status: RunStatus | None = None  # master/local: the last run's run_status.json
         # Master/local: called with every record as it is stored (the live web view subscribes here).
         self.listeners: list[Callable[[RequestRecord], None]] = []
-        # Master: called with (worker_id, missing) when a worker misses its heartbeats or comes back, and with
-        # (worker_id, missing_since_wall, exact) when the run ends without the worker's final batch — after its
-        # records are recovered and its in-flight requests recorded as lost; `exact`: from its journal, so any item
-        # without a record was never sent.
-        self.missing_listeners: list[Callable[[str, bool], None]] = []
+        # Master: called with (worker_id, missing_since_wall, exact) when the run ends without the worker's final
+        # batch — after its records are recovered and its in-flight requests recorded as lost; `exact`: from its
+        # journal, so any item without a record was never sent.
         self.lost_listeners: list[Callable[[str, float, bool], None]] = []
         # Worker: requests in flight now, by request id (shipped with every batch); master: the last such list per
         # worker.
         self.inflight: dict[str, dict[str, Any]] = {}
         self.inflight_seen: dict[str, list[dict[str, Any]]] = {}
-        self.missing: dict[str, float] = {}  # master: worker → wall time it was first seen missing (this run)
-        self.came_back: dict[str, float] = {}  # master: worker → longest time it was missing before coming back
-        self.heartbeat_gap: dict[str, float] = {}  # master: worker → longest gap between its heartbeats (s)
-        self._last_heartbeat: dict[str, float] = {}
+        self.workers = WorkerWatch(self.runner)  # master: workers missing heartbeats (empty elsewhere)
         self.lost_workers: dict[str, dict[str, Any]] = {}
         self.missing_finals: list[str] = []
         # Master/local: 401/403/404 answers in a row since the run started (None once anything else came back), and
         # the one line that stopped the run for them.
         self.refusals: int | None = 0
         self.stop_reason: str | None = None
-        self.journal: Journal | None = None  # worker: this run's spool, until the master confirms it has the records
-        self.master_lost = False
         self._accounted = False  # master: workers without a final batch have been accounted for (this run)
         self._intake: deque[tuple[str, Any, bool]] = deque()  # master: messages from workers, in arrival order
         self._intake_ready = gevent.event.Event()
@@ -287,15 +276,19 @@ class RecordHub:
         if self.is_worker:
             self.runner.register_message(MSG_RUN, self._on_run)
             self.runner.register_message(MSG_STOP, self._on_stop_request)
-            self.runner.register_message(MSG_ACK, self._on_ack)
-            self.master_watch = MasterWatch(self.runner, self.opts.master_lost_timeout, self._master_lost)
+            self.shipper: Shipper | None = Shipper(self.runner, self.opts.spool_dir, self.worker_id, self._exit_code)
+            self.master_watch = MasterWatch(self.runner, self.opts.master_lost_timeout, self.shipper.on_master_lost)
             self.heartbeats = HeartbeatThread(
                 self.runner.master_host, self.runner.master_port, self.worker_id, worker_state(self.runner)
             )
+        else:
+            self.shipper = None
         if self.is_master:
             self.runner.register_message(MSG_RECORDS, self._on_records)
             self.runner.register_message(MSG_FINAL, self._on_final)
-            environment.events.heartbeat_sent.add_listener(self._on_heartbeat)
+            environment.events.heartbeat_sent.add_listener(
+                lambda client_id, timestamp, **_: self.workers.on_heartbeat(client_id, timestamp, self.sink is not None)
+            )
 
     # -- identity --------------------------------------------------------------------------------------------
     def next_user_id(self) -> str:
@@ -334,9 +327,9 @@ class RecordHub:
         if self.stop_reason is not None and self.env.process_exit_code == ExitCode.BAD_INPUT:
             self.env.process_exit_code = None  # a new run from the web UI after a stopped one
         self.refusals, self.stop_reason = 0, None
-        self.inflight_seen, self.lost_workers, self.missing_finals, self.came_back = {}, {}, [], {}
+        self.inflight_seen, self.lost_workers, self.missing_finals = {}, {}, []
         self._accounted = False
-        self.missing = {w: t for w, t in self.missing.items() if self._is_missing(w)}
+        self.workers.new_run()
         self.saturation.reset()
         self.records_path = Path(self.opts.records or f"runs/{self.run_id}/records.jsonl")
         self.sink = open_sink(self.records_path)
@@ -354,10 +347,8 @@ class RecordHub:
 
     def _on_run(self, msg: Any, **_: Any) -> None:
         self.run_id = msg.data["run_id"]
-        self.emitted, self.batch = 0, []
-        if self.journal is not None:  # the previous run was never confirmed: its spool stays for `slabench recover`
-            self.journal.close()
-        self.journal = Journal(journal_path(self.opts.spool_dir, self.run_id, self.worker_id))
+        self.emitted = 0
+        self.shipper.new_run(self.run_id)
         self._start_pump()
 
     def _start_pump(self) -> None:
@@ -368,45 +359,20 @@ class RecordHub:
         """Worker: ship batches; master/local: flush the sink (≥ once a second) and watch for missing workers."""
         while True:
             gevent.sleep(SHIP_INTERVAL_S)
-            if self.is_worker:
-                self.ship()
+            if self.shipper is not None:
+                self.shipper.ship(list(self.inflight.values()))
                 continue
             if self.sink is not None:
                 self.sink.flush()
             if self.is_master:
-                self._watch_workers()
-
-    def ship(self) -> None:
-        """Worker: send the records made since the last ship, with what is in flight now (every record and every
-        request start is in the spool already)."""
-        if self.batch or self.inflight:
-            batch, self.batch = self.batch, []
-            # in slices: the master decodes a message in one go, and its heartbeat handling waits meanwhile
-            for i in range(0, len(batch) - SHIP_SLICE, SHIP_SLICE):
-                self._send(MSG_RECORDS, {"records": batch[i : i + SHIP_SLICE]})
-            tail = batch[(max(0, len(batch) - 1) // SHIP_SLICE) * SHIP_SLICE :]
-            self._send(MSG_RECORDS, {"records": tail, "inflight": list(self.inflight.values())})
-
-    def _send(self, kind: str, data: Any) -> None:
-        try:
-            self.runner.send_message(kind, data)
-        except RPCError as e:  # the master is gone or unreachable: the spool holds it all
-            log.warning("slabench: cannot reach the master (%s); the records stay in %s", e, self._spool_text())
-
-    def _spool_text(self) -> str:
-        return str(self.journal.path) if self.journal is not None else "the spool"
-
-    def _on_ack(self, msg: Any, **_: Any) -> None:
-        if self.journal is not None:
-            self.journal.remove()
-            self.journal = None
+                self.workers.check()
 
     def begin(self, meta: RecordMeta) -> str:
         """A request is about to go out (worker: in the spool now, and reported to the master with the next batch)."""
         entry = {"started_wall": time.time(), **asdict(meta)}
         self.inflight[meta.request_id] = entry
-        if self.journal is not None:
-            self.journal.began(entry)
+        if self.shipper is not None:
+            self.shipper.began(entry)
         return meta.request_id
 
     def end(self, token: str) -> None:
@@ -417,11 +383,8 @@ class RecordHub:
         """Exactly once per request, in the process that made it."""
         self.emitted += 1
         fire_locust_events(self.env, record)
-        if self.is_worker:
-            row = record.to_dict()
-            if self.journal is not None:
-                self.journal.record(row)
-            self.batch.append(row)
+        if self.shipper is not None:
+            self.shipper.record(record.to_dict())
         else:
             self._store([record])
 
@@ -470,6 +433,9 @@ class RecordHub:
         log.error("slabench: %s", self.stop_reason)
         self.env.process_exit_code = ExitCode.BAD_INPUT
         gevent.spawn(self._stop_runner)  # not from inside a user's greenlet (stopping kills the users)
+
+    def _exit_code(self, code: int) -> None:
+        self.env.process_exit_code = code
 
     def _stop_runner(self) -> None:
         if getattr(self.opts, "headless", False):
@@ -520,43 +486,11 @@ class RecordHub:
         self.sink.flush()
         self.runner.send_message(MSG_ACK, None, client_id=node)
 
-    # -- workers that miss heartbeats ------------------------------------------------------------------------
-    def _on_heartbeat(self, client_id: str, timestamp: float, **_: Any) -> None:
-        last = self._last_heartbeat.get(client_id)
-        if last is not None and self.sink is not None:
-            self.heartbeat_gap[client_id] = max(self.heartbeat_gap.get(client_id, 0.0), timestamp - last)
-        self._last_heartbeat[client_id] = timestamp
-
-    def _is_missing(self, worker_id: str) -> bool:
-        node = self.runner.clients.get(worker_id)
-        return node is None or node.state == STATE_MISSING
-
-    def _watch_workers(self) -> None:
-        """A worker that misses its heartbeats may be busy or dead: note it, and wait for the run's end to decide
-        (its records keep counting if it comes back; if not, its spool or last report accounts for it)."""
-        now = time.time()
-        for c in self.runner.clients.all:
-            if c.state == STATE_MISSING and c.id not in self.missing:
-                self.missing[c.id] = now
-                log.warning(
-                    "slabench: worker %s stopped answering (no heartbeat for a few seconds): busy or dead; "
-                    "its requests are accounted for at the end of the run",
-                    c.id,
-                )
-                for listener in self.missing_listeners:
-                    listener(c.id, True)
-            elif c.state != STATE_MISSING and c.id in self.missing:
-                gone = now - self.missing.pop(c.id)
-                self.came_back[c.id] = max(self.came_back.get(c.id, 0.0), round(gone, 1))
-                log.warning("slabench: worker %s is back after %.0f s without heartbeats", c.id, gone)
-                for listener in self.missing_listeners:
-                    listener(c.id, False)
-
     def _account_for_lost_worker(self, worker_id: str) -> None:
         """The run ends without this worker's final batch. Its spool, when this host can read it, has every record
         it made and every request it started; else its last report says what it had in flight. Either way each
         request it started ends as one record: its own, or a `lost_with_worker` stand-in with its request id."""
-        since = self.missing.get(worker_id)
+        since = self.workers.missing.get(worker_id)
         path = journal_path(self.opts.spool_dir, self.run_id, worker_id)
         contents = None
         if path.exists():
@@ -596,7 +530,7 @@ class RecordHub:
     def on_test_stopping(self) -> None:
         if not self.is_master:
             return
-        workers = {c.id for c in self.runner.clients.all} | set(self.missing)
+        workers = {c.id for c in self.runner.clients.all} | set(self.workers.missing)
         for worker in workers:
             with contextlib.suppress(RPCError):
                 self.runner.send_message(MSG_STOP, None, client_id=worker)
@@ -604,14 +538,14 @@ class RecordHub:
         deadline = start + FINAL_WAIT_S + (self.env.stop_timeout or 0)
         while time.monotonic() < deadline:
             pending = workers - set(self.finals)
-            if not pending or (pending <= set(self.missing) and time.monotonic() - start > MISSING_WAIT_S):
+            if not pending or (pending <= set(self.workers.missing) and time.monotonic() - start > MISSING_WAIT_S):
                 break
             gevent.sleep(0.05)
         self._account_for_workers_without_final()
 
     def _account_for_workers_without_final(self) -> None:
         self.drain_intake()
-        workers = {c.id for c in self.runner.clients.all} | set(self.missing) | set(self.inflight_seen)
+        workers = {c.id for c in self.runner.clients.all} | set(self.workers.missing) | set(self.inflight_seen)
         self.missing_finals = sorted(workers - set(self.finals))
         for worker in self.missing_finals:
             self._account_for_lost_worker(worker)
@@ -621,9 +555,8 @@ class RecordHub:
         self.runner.stop()  # kills users (in-flight requests become `dropped` records), fires test_stop → finish
 
     def on_test_stop(self) -> None:
-        if self.is_worker:
-            self.ship()
-            self._send(MSG_FINAL, {"count": self.emitted})
+        if self.shipper is not None:
+            self.shipper.final(list(self.inflight.values()), self.emitted)
             return
         if self._pump is not None:
             self._pump.kill()
@@ -667,8 +600,8 @@ class RecordHub:
             "outcomes": dict(self.tally.outcomes),
             "lost_workers": self.lost_workers,
             "workers_without_final_batch": self.missing_finals,
-            "workers_missing_then_back": self.came_back,
-            "max_heartbeat_gap_s": {k: round(v, 2) for k, v in self.heartbeat_gap.items()},
+            "workers_missing_then_back": self.workers.came_back,
+            "max_heartbeat_gap_s": {k: round(v, 2) for k, v in self.workers.heartbeat_gap.items()},
             "duplicates_dropped": self.duplicates,
             "accounting": reconcile(self.tally, server_received(scrapes)),
         }
@@ -683,36 +616,6 @@ class RecordHub:
         )
         write_run_status(self.sink.path.parent, status)
         return status
-
-    # -- a worker without its master -------------------------------------------------------------------------
-    def _master_lost(self, down_s: float) -> None:
-        self.master_lost = True
-        if self.journal is None:
-            log.info("slabench: the master is gone (connection down %.0f s); quitting", down_s)
-        else:
-            spool = self.journal.path
-            log.error(
-                "slabench: lost the master (connection down %.0f s); stopping the load. This worker's records are "
-                "in %s: `slabench recover %s` merges the workers' spools into one records file (exit %d)",
-                down_s,
-                spool,
-                spool.parent,
-                ExitCode.INCOMPLETE,
-            )
-            self.env.process_exit_code = ExitCode.INCOMPLETE
-        self.runner.quit()
-
-    def wait_for_ack(self, timeout: float) -> None:
-        """Worker quitting: give the master a moment to confirm it holds the records, so the spool can go."""
-        end = time.monotonic() + timeout
-        while self.journal is not None and not self.master_lost and time.monotonic() < end:
-            gevent.sleep(0.05)
-        if self.journal is not None and not self.master_lost:
-            log.warning(
-                "slabench: the master did not confirm this worker's records; they stay in %s "
-                "(`slabench recover` merges spools into a records file)",
-                self.journal.path,
-            )
 
 
 def summary_line(count: int, path: Path, outcomes: Counter) -> str:
@@ -863,8 +766,8 @@ def _stop_run_before_quitting(environment: Environment, **_: Any) -> None:
     if runner is not None and runner.state in (STATE_SPAWNING, STATE_RUNNING):
         runner.stop()
     hub: RecordHub | None = getattr(environment, "slabench", None)
-    if hub is not None and hub.is_worker:
-        hub.wait_for_ack(ACK_WAIT_S)  # else the spool stays behind as a second copy of records the master has
+    if hub is not None and hub.shipper is not None:
+        hub.shipper.wait_for_ack(ACK_WAIT_S)  # else the spool stays behind as a second copy of records the master has
     elif hub is not None and hub.sink is not None:
         # Locust quit in the middle of stopping the run (its stop was running in a greenlet that quitting kills,
         # e.g. after "the last worker went missing"): test_stop never fired. Finish the run: records, status, grade.

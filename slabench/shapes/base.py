@@ -221,10 +221,10 @@ class ShapeRuntime:
             self.runner.register_message(MSG_REPORT, self._on_report)
         self.missing: dict[str, float] = {}  # master: workers missing heartbeats now → since (monotonic)
         self.last_record = time.monotonic()  # master / local: when the latest record was stored
-        # the record hub calls these on the master / local runner (older hubs lack them: no accounting then)
-        getattr(self.hub, "listeners", []).append(self._on_record)
-        getattr(self.hub, "missing_listeners", []).append(self._on_worker_missing)
-        getattr(self.hub, "lost_listeners", []).append(self._on_worker_lost)
+        # the record hub calls these on the master / local runner
+        self.hub.listeners.append(self._on_record)
+        self.hub.workers.listeners.append(self._on_worker_missing)
+        self.hub.lost_listeners.append(self._on_worker_lost)
 
     # master / local -------------------------------------------------------------------------------------------
     def on_test_start(self) -> None:

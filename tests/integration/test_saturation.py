@@ -52,9 +52,13 @@ def test_a_starved_simulator_makes_the_run_incomplete(simulator, tmp_path):
     pid = simulator.procs[-1].pid
     records = tmp_path / "run" / "records.jsonl"
 
+    scrapes = records.parent / "server_metrics.jsonl"
+
     def starve() -> None:  # the simulator loses the CPU for a second, mid-run: once records show the run is sending
-        deadline = time.monotonic() + 60  # (Locust's start can take seconds on a busy machine)
-        while time.monotonic() < deadline and not (records.exists() and records.stat().st_size):
+        # and the scraper has its first reading (a starve before it would be in every scrape: no rise to see) —
+        # Locust's start and the scraper's can take seconds on a busy machine
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(p.exists() and p.stat().st_size for p in (records, scrapes)):
             time.sleep(0.05)
         os.kill(pid, signal.SIGSTOP)
         time.sleep(1.0)
