@@ -2,7 +2,7 @@
 
 Run with the vLLM venv's python (it has torch, transformers and tokenizers; the project venv has none of them):
 
-    .ci/cache/vllm-venv/bin/python tests/live/build_tiny_model.py OUT_DIR
+    ~/.cache/slabench/vllm-venv/bin/python tests/live/build_tiny_model.py OUT_DIR
 
 Nothing is downloaded (Hugging Face is unreachable here). The weights are random, so the model's answers are noise:
 the live tier measures the server and the harness, not the model. Deterministic: the same seed gives the same files.

