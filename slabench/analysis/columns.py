@@ -53,7 +53,6 @@ COLUMNS = [
 ]
 # Read beside COLUMNS only to check what the rows are (slabench.schema): never used for figures.
 CHECK_COLUMNS = ["request_id", "kind", "schema_version", "schema_minor"]
-READ_SCHEMA = pa.schema([ARROW_SCHEMA.field(c) for c in COLUMNS + CHECK_COLUMNS])
 EXCLUDED_PHASES = ("warmup", "cooldown")  # not steady state
 
 
@@ -95,7 +94,7 @@ def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
     p = Path(path)
     columns = list(columns)
     read = columns + [c for c in CHECK_COLUMNS if c not in columns]
-    schema = READ_SCHEMA if columns == COLUMNS else pa.schema([ARROW_SCHEMA.field(c) for c in read])
+    schema = pa.schema([ARROW_SCHEMA.field(c) for c in read])
     if not p.exists():
         raise UserError(f"{p}: no such records file")
     try:
