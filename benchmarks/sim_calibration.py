@@ -31,8 +31,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from slabench.sim.engine import SimRequest
-from slabench.sim.profiles import EngineConfig, build_engine, load_profile
+from slabench.sim.profiles import EngineConfig, load_profile
 from slabench.sim.virtual import Trace, run_closed_loop
+from slabench.sim.vllm_engine import VllmEngine
 
 DEFAULT_PROFILES = ["l4", "a10g", "l40s", "rtx-pro-6000-mig-2g.48gb", "rtx-pro-6000"]
 DEFAULT_LEVELS = [1, 8, 16, 32, 64]
@@ -97,7 +98,7 @@ def measure(cfg: EngineConfig, concurrency: int, seed: int, min_requests: int, s
             prefix_tokens=s.prefix_tokens if shared_prefix else 0,
         )
 
-    engine = build_engine(cfg, seed=seed)
+    engine = VllmEngine(cfg, seed=seed)
     traces = run_closed_loop(engine, make, concurrency, per_client)
     by_client: dict[int, list[Trace]] = {}
     for tr in traces:
@@ -154,7 +155,7 @@ def workload_summary(seed: int, n: int = 20_000) -> str:
 def measure_overhead(running: int = 1000, steps: int = 300) -> dict[str, float]:
     """Wall-clock cost of `step()` while `running` sequences decode together (stream_interval 1)."""
     cfg = load_profile("rtx-pro-6000", engine={"max_num_seqs": 1024, "enable_prefix_caching": False})
-    engine = build_engine(cfg)
+    engine = VllmEngine(cfg)
     for i in range(running):
         engine.add(SimRequest(f"r{i}", 128, 4096, 4096, ignore_eos=True), 0.0)
     now = 0.0

@@ -35,7 +35,7 @@ from locust.env import Environment
 from locust.exception import RPCError
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
-from slabench import metrics, provenance
+from slabench import locust_scrape, locust_sla, metrics, provenance, webui
 from slabench.accounting import Tally, incomplete_reasons, reconcile, server_received
 from slabench.client import StreamingClient, Target, chat_body, completions_body, parse_base_url, redact
 from slabench.distributed import fail_at_start, install_port_defaults, set_missing_after, watch_worker_join
@@ -58,7 +58,7 @@ from slabench.scrape import FILE_NAME as SCRAPE_FILE
 from slabench.scrape import read_scrapes
 from slabench.shipping import MSG_ACK, MSG_FINAL, MSG_RECORDS, Shipper
 from slabench.sim.cli import EMBEDDED_NICE, add_sim_options, sim_args_to_argv
-from slabench.sinks import RecordSink, has_records, open_sink
+from slabench.sinks import RecordSink, check_records_path, open_sink
 from slabench.spool import Journal, journal_path, read_journal, stand_in, unaccounted
 from slabench.sse import DEFAULT_MAX_EVENT_BYTES
 from slabench.worker_watch import WorkerWatch
@@ -165,24 +165,6 @@ def add_options(parser: Any) -> None:
     s = parser.add_argument_group("slabench embedded simulator (used when no --host is given)")
     add_sim_options(s, prefix="sim-")
     install_port_defaults(parser)
-
-
-def planned_records_path(records: str, run_id: str) -> Path | None:
-    """Where a run will write its records (None: a fresh default path, from a new run id)."""
-    if records:
-        return Path(records)
-    return Path("runs") / run_id / "records.jsonl" if run_id else None
-
-
-def check_records_path(records: str, run_id: str, append: bool) -> None:
-    """Before any load: a records path that already holds records would hold two runs, which `slabench grade` takes
-    for one; refused unless appending is asked for."""
-    path = planned_records_path(records, run_id)
-    if path is not None and not append and has_records(path):
-        raise UserError(
-            f"--records {path}: already holds records of an earlier run — give a new path, or --append to add this "
-            "run to it"
-        )
 
 
 def check_options(environment: Environment) -> None:
@@ -798,8 +780,6 @@ def install(hooks: Any = events) -> None:
     hooks.quitting.add_listener(_on_quitting)
     # The parts that ride on the hub, each in its own module: grading against --sla at the end, the server's
     # /metrics scraped beside the records, and the LLM tab in the web UI.
-    from slabench import locust_scrape, locust_sla, webui
-
     locust_sla.install(hooks)
     locust_scrape.install(hooks)
     webui.install(hooks)

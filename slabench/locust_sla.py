@@ -122,8 +122,7 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
 
 def _check_one_run(opts: Any) -> None:
     """Before any load: appending to a file of earlier runs would end in a verdict over all of them; say so now."""
-    from slabench.locust_plugin import planned_records_path
-    from slabench.sinks import has_records
+    from slabench.sinks import has_records, planned_records_path
 
     path = planned_records_path(opts.records, opts.run_id)
     if opts.append and not opts.sla_merge_runs and path is not None and has_records(path):

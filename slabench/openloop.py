@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import inspect
 import logging
 import time
 import uuid
@@ -36,10 +35,8 @@ import gevent
 import gevent.lock
 import gevent.pool
 import numpy as np
-from locust import TaskSet
 
 from slabench import metrics
-from slabench.errors import UserError
 from slabench.record import ErrorCategory, RequestRecord
 
 log = logging.getLogger("slabench")
@@ -111,19 +108,6 @@ def current_prepared() -> Any:
     """The user class's ``prepare_item`` result for the current item (None without one)."""
     s = _CURRENT.get()
     return s.prepared if s is not None else None
-
-
-def check_user_class(user_class: type) -> None:
-    """The dispatcher calls task functions of an LLMUser subclass directly; TaskSets need Locust's scheduler."""
-    from slabench.locust_plugin import LLMUser
-
-    if not (inspect.isclass(user_class) and issubclass(user_class, LLMUser)):
-        raise UserError(f"open-loop shapes drive slabench LLMUser subclasses; {user_class.__name__} is not one")
-    tasks = getattr(user_class, "tasks", None) or []
-    if not tasks:
-        raise UserError(f"{user_class.__name__} has no @task to run for each scheduled item")
-    if any(inspect.isclass(t) and issubclass(t, TaskSet) for t in tasks):
-        raise UserError(f"{user_class.__name__}: open-loop shapes run @task methods, not TaskSets")
 
 
 def sleep_until(when: float, clock: Callable[[], float] = time.perf_counter) -> None:
@@ -220,7 +204,6 @@ class Dispatcher:
         on_done: Callable[[Dispatcher], None] | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        check_user_class(user_class)
         self.env = environment
         self.hub = environment.slabench
         self.user_class = user_class

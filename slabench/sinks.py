@@ -140,6 +140,24 @@ def has_records(path: str | Path) -> bool:
     return p.is_file() and p.stat().st_size > 0
 
 
+def planned_records_path(records: str, run_id: str) -> Path | None:
+    """Where a run will write its records (None: a fresh default path, from a new run id)."""
+    if records:
+        return Path(records)
+    return Path("runs") / run_id / "records.jsonl" if run_id else None
+
+
+def check_records_path(records: str, run_id: str, append: bool) -> None:
+    """Before any load: a records path that already holds records would hold two runs, which `slabench grade` takes
+    for one; refused unless appending is asked for."""
+    path = planned_records_path(records, run_id)
+    if path is not None and not append and has_records(path):
+        raise UserError(
+            f"--records {path}: already holds records of an earlier run — give a new path, or --append to add this "
+            "run to it"
+        )
+
+
 def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
     """A Parquet records file or directory; a damaged one is a UserError naming it."""
     try:

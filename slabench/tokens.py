@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from slabench.errors import UserError
+from slabench.extras import require
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -45,12 +46,9 @@ class ChatTokenizer:
         d = Path(folder)
         if not (d / "tokenizer.json").is_file():
             raise UserError(f"--tokenizer {d}: no tokenizer.json there — pass the model's folder (as served)")
-        try:
-            from tokenizers import Tokenizer
-        except ImportError:
-            raise UserError(
-                "--tokenizer needs the `tokenizers` package: pip install 'slabench[tokenizer]' (or tokenizers)"
-            ) from None
+        require("tokenizers", "--tokenizer")
+        from tokenizers import Tokenizer
+
         try:
             self._tok = Tokenizer.from_file(str(d / "tokenizer.json"))
             config = (

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from typing import Any
 
+from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -203,6 +205,36 @@ PLOTS: dict[str, tuple[str, Callable[[SweepSummary], bytes]]] = {
 }
 
 
-def render_all(summary: SweepSummary) -> dict[str, tuple[str, bytes]]:
-    """{file stem: (title, PNG bytes)} for every plot."""
-    return {name: (title, fn(summary)) for name, (title, fn) in PLOTS.items()}
+def render_all(summary: SweepSummary, server: list[dict[str, Any]]) -> dict[str, tuple[str, bytes]]:
+    """{file stem: (title, PNG bytes)} for every plot; the server's queue and KV plot when runs were scraped."""
+    plots = {name: (title, fn(summary)) for name, (title, fn) in PLOTS.items()}
+    if server:
+        plots["server_queue_kv"] = ("Queue depth and KV usage (server)", queue_kv_plot(server, summary.label))
+    return plots
+
+
+def queue_kv_plot(runs: list[dict[str, Any]], label: Callable[[Any], str]) -> bytes:
+    """Running / waiting requests and KV-cache usage against time since the sweep's first scrape, per level."""
+    fig = Figure(figsize=(7.5, 4.8))
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    t0 = min(r["series"]["t"][0] for r in runs)
+    colours = colormaps["viridis"]
+    levels = sorted({r["level"] for r in runs})
+    for r in runs:
+        s, c = r["series"], colours(levels.index(r["level"]) / max(1, len(levels) - 1))
+        t = [x - t0 for x in s["t"]]
+        first = r["repeat"] == min(x["repeat"] for x in runs if x["level"] == r["level"])
+        top.plot(t, s["num_requests_running"], color=c, label=label(r["level"]) if first else None)
+        top.plot(t, s["num_requests_waiting"], color=c, linestyle=":")
+        bottom.plot(t, [None if v is None else 100 * v for v in s["kv_cache_usage_perc"]], color=c)
+    if all(v is None for r in runs for v in r["series"]["kv_cache_usage_perc"]):
+        bottom.text(0.5, 0.5, "no KV-cache gauge from this server", ha="center", va="center",
+                    transform=bottom.transAxes, color="#777")  # fmt: skip
+    top.set_ylabel("requests\n(— running, ⋯ waiting)")
+    top.legend(fontsize=7, ncol=4)
+    bottom.set_ylabel("KV cache used %")
+    bottom.set_xlabel("seconds since the sweep's first scrape")
+    top.set_title("Server side: queue depth and KV usage (scraped /metrics)")
+    fig.tight_layout()
+    return _png(fig)

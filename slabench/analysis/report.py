@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from slabench.analysis.aggregate import METHOD
-from slabench.analysis.plots import render_all
 from slabench.analysis.summary import Estimate, SweepSummary, summary_json
+from slabench.extras import missing
 from slabench.run_status import MeasurementPolicy, saturation_reasons
 
 LOW = "†"
@@ -254,14 +254,22 @@ def _runs(s: SweepSummary) -> Tab:
     )
 
 
+def _plots(plots: dict[str, tuple[str, bytes]], no_plots: str | None) -> list:
+    if no_plots is not None:
+        return [Para(f"No plots: matplotlib is not installed ({no_plots}); every figure is in the tables.")]
+    return [Img(t, n, png) for n, (t, png) in plots.items() if n != "server_queue_kv"]
+
+
 def _server(runs: list[dict], plots: dict[str, tuple[str, bytes]]) -> list:
     """The server's side (issue: harness and server must visibly agree); empty when nothing was scraped."""
     from slabench.analysis.server_side import CROSSCHECK_HEADER, crosscheck_rows
 
     if not runs:
         return [Para("No server metrics were scraped (the target has no /metrics, or scraping was off).")]
-    title, png = plots["server_queue_kv"]
-    blocks: list = [Img(title, "server_queue_kv", png)]
+    blocks: list = []
+    if "server_queue_kv" in plots:
+        title, png = plots["server_queue_kv"]
+        blocks.append(Img(title, "server_queue_kv", png))
     blocks += [
         Para(
             "Client-measured means against the server's own histograms over the same window, and the client's "
@@ -278,9 +286,10 @@ def build(
     plots: dict[str, tuple[str, bytes]],
     server: list[dict] | None = None,
     verdict: Section | None = None,
+    no_plots: str | None = None,
 ) -> list[Section]:
     """The report's sections. `verdict`: the SLA verdict, rendered by the grader's side (this layer does not
-    import it), shown right after the overview."""
+    import it), shown right after the overview. `no_plots`: how to install the plotting extra, when it is missing."""
     sections = [
         Section("Overview", _overview(s)),
         *([verdict] if verdict is not None else []),
@@ -296,7 +305,7 @@ def build(
             ],
         ),
         Section("Per level, pooled", [Para("All counted requests of the level together."), _headline(s, True)]),
-        Section("Plots", [Img(t, n, png) for n, (t, png) in plots.items() if n != "server_queue_kv"]),
+        Section("Plots", _plots(plots, no_plots)),
         Section("Server side", _server(server or [], plots)),
         Section("Errors", _errors(s)),
         Section("All figures", _all_figures(s)),
@@ -406,18 +415,22 @@ def write_report(summary: SweepSummary, out_dir: str | Path, verdict: Section | 
     """Write summary.json, report.md, report.html and plots/*.png into `out_dir`; return their paths."""
     out = Path(out_dir)
     (out / "plots").mkdir(parents=True, exist_ok=True)
-    from slabench.analysis.server_side import collect, queue_kv_plot
+    from slabench.analysis.server_side import collect
 
-    plots = render_all(summary)
     server = collect(summary)
-    if server:
-        plots["server_queue_kv"] = ("Queue depth and KV usage (server)", queue_kv_plot(server))
+    no_plots = missing("matplotlib")
+    if no_plots is None:
+        from slabench.analysis.plots import render_all
+
+        plots = render_all(summary, server)
+    else:
+        plots = {}
     paths = {"summary": out / "summary.json", "markdown": out / "report.md", "html": out / "report.html"}
     for name, (_, png) in plots.items():
         p = out / "plots" / f"{name}.png"
         p.write_bytes(png)
         paths[f"plot:{name}"] = p
-    sections = build(summary, plots, server, verdict)
+    sections = build(summary, plots, server, verdict, no_plots)
     title = _title(summary)
     paths["summary"].write_text(summary_json(summary), encoding="utf-8")
     paths["markdown"].write_text(to_markdown(title, sections), encoding="utf-8")

@@ -7,11 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from matplotlib import colormaps
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
-from slabench.analysis.plots import _png
 from slabench.crosscheck import crosscheck
 from slabench.scrape import read_scrapes, series
 from slabench.sinks import read_records
@@ -31,33 +26,6 @@ def collect(summary: Any) -> list[dict[str, Any]]:
         out.append({"level": level, "repeat": repeat, "series": series(scrapes),
                     "check": crosscheck(read_records(path), scrapes)})  # fmt: skip
     return out
-
-
-def queue_kv_plot(runs: list[dict[str, Any]]) -> bytes:
-    """Running / waiting requests and KV-cache usage against time since the sweep's first scrape, per level."""
-    fig = Figure(figsize=(7.5, 4.8))
-    FigureCanvasAgg(fig)
-    top, bottom = fig.subplots(2, 1, sharex=True)
-    t0 = min(r["series"]["t"][0] for r in runs)
-    colours = colormaps["viridis"]
-    levels = sorted({r["level"] for r in runs})
-    for r in runs:
-        s, c = r["series"], colours(levels.index(r["level"]) / max(1, len(levels) - 1))
-        t = [x - t0 for x in s["t"]]
-        first = r["repeat"] == min(x["repeat"] for x in runs if x["level"] == r["level"])
-        top.plot(t, s["num_requests_running"], color=c, label=f"level {r['level']}" if first else None)
-        top.plot(t, s["num_requests_waiting"], color=c, linestyle=":")
-        bottom.plot(t, [None if v is None else 100 * v for v in s["kv_cache_usage_perc"]], color=c)
-    if all(v is None for r in runs for v in r["series"]["kv_cache_usage_perc"]):
-        bottom.text(0.5, 0.5, "no KV-cache gauge from this server", ha="center", va="center",
-                    transform=bottom.transAxes, color="#777")  # fmt: skip
-    top.set_ylabel("requests\n(— running, ⋯ waiting)")
-    top.legend(fontsize=7, ncol=4)
-    bottom.set_ylabel("KV cache used %")
-    bottom.set_xlabel("seconds since the sweep's first scrape")
-    top.set_title("Server side: queue depth and KV usage (scraped /metrics)")
-    fig.tight_layout()
-    return _png(fig)
 
 
 def _ms(v: float | None) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from slabench.deploy.errors import DeployFailed
 from slabench.errors import UserError
+from slabench.extras import require
 
 
 class Helm:
@@ -20,6 +21,7 @@ class Helm:
         kubecontext: str | None = None,
         timeout: str = "10m",
     ) -> None:
+        require("pyhelm3", "running helm")
         from pyhelm3 import Client, Command
 
         path = shutil.which(executable) or (executable if Path(executable).is_file() else None)

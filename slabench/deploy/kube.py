@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from slabench.deploy.errors import DeployFailed
+from slabench.extras import require
 
 # The AWS Load Balancer Controller injects ALB target-health readiness gates into pods of namespaces with this label.
 READINESS_GATE_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
@@ -56,6 +57,7 @@ def exit_code_of(pod: dict, container: str) -> int | None:
 
 class Kube:
     def __init__(self, kubeconfig: Path | None = None, context: str | None = None) -> None:
+        require("kubernetes", "talking to the cluster")
         from kubernetes import client, config
 
         try:

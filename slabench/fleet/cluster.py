@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator, Mapping
 
 from slabench.errors import UserError
+from slabench.extras import require
 from slabench.fleet.facts import FleetFacts, gpu_for_product, instance_gpu
 from slabench.fleet.rules import Finding, NodeFacts, Severity
 from slabench.fleet.versions import ComputeCapability, DriverVersion
@@ -106,6 +107,7 @@ def _list_nodes(api, selector: str | None) -> Iterator[tuple[str, dict[str, str]
 
 
 def _api_client(kubeconfig: str | None, context: str | None):
+    require("kubernetes", "reading the cluster")
     from kubernetes import client, config
 
     try:
@@ -126,10 +128,10 @@ def read_cluster_nodes(
     facts: FleetFacts, kubeconfig: str | None = None, context: str | None = None, selector: str | None = None
 ) -> tuple[list[NodeFacts], tuple[str, ...]]:
     """Read every node (optionally by label selector); returns the GPU nodes and the skipped ones with why."""
+    api_client = _api_client(kubeconfig, context)
     from kubernetes import client
     from urllib3.exceptions import HTTPError
 
-    api_client = _api_client(kubeconfig, context)
     try:
         listed = list(_list_nodes(client.CoreV1Api(api_client), selector))
     except client.ApiException as e:

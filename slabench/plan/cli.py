@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from slabench.errors import ExitCode, UserError
+from slabench.extras import missing
 from slabench.plan.workload import LOADS
 
 DEFAULT_CONTRACT = Path(__file__).resolve().parents[2] / "sla" / "config_sla_example.yaml"
@@ -190,13 +191,19 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     doc = _finite(plan.to_dict())
     (out / "plan.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
-    (out / "plan.png").write_bytes(plot_png(plan))
+    written = [out / "plan.json"]
+    no_plot = missing("matplotlib")
+    if no_plot is None:
+        (out / "plan.png").write_bytes(plot_png(plan))
+        written.append(out / "plan.png")
     if args.json:
         print(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
     else:
         console = Console()
         console.print(table(plan))
-        console.print(f"wrote {out / 'plan.json'} and {out / 'plan.png'} ({plan.seconds:.1f} s)")
+        console.print(f"wrote {' and '.join(map(str, written))} ({plan.seconds:.1f} s)")
+        if no_plot is not None:
+            console.print(f"no plan.png: matplotlib is not installed ({no_plot})", markup=False)
     met = any(r.cost is not None for r in plan.rows)
     return ExitCode.PASS if met else ExitCode.FAIL
 

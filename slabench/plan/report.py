@@ -6,9 +6,6 @@ import io
 import math
 from dataclasses import dataclass, field
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import ScalarFormatter
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -173,7 +170,11 @@ def table(plan: Plan) -> Group:
 
 def plot_png(plan: Plan) -> bytes:
     """Predicted TTFT p95 against replicas, one line per profile; fleets stopped early (a check already failed) as
-    triangles at the top, the TTFT target as a dashed line."""
+    triangles at the top, the TTFT target as a dashed line. Needs the `report` extra (matplotlib)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import ScalarFormatter
+
     fig = Figure(figsize=(7.6, 4.4), dpi=110, layout="constrained")
     ax = fig.add_subplot()
     ttft = next((c for c in plan.checks if c.metric == "ttft_p95"), None)

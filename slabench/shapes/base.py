@@ -11,6 +11,7 @@ picker) or by name with ``--shape steps|burst|rate|diurnal`` when several shape 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import time
@@ -19,14 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from locust import LoadTestShape, events
+from locust import LoadTestShape, TaskSet, events
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from slabench.distributed import fail_at_start
 from slabench.errors import UserError
+from slabench.locust_plugin import LLMUser, refresh_loop_clock
 from slabench.locust_plugin import install as install_plugin
-from slabench.locust_plugin import refresh_loop_clock
-from slabench.openloop import Dispatcher, OpenLoopItem, check_user_class, item_meta, merge_reports, summary_line
+from slabench.openloop import Dispatcher, OpenLoopItem, item_meta, merge_reports, summary_line
 from slabench.record import ErrorCategory, RequestRecord, StageUnit, stage_fields
 from slabench.shapes.schedules import Span, partition, span_at
 
@@ -499,6 +500,17 @@ def install(shape_class: type[SlabenchShape], hooks: Any = events) -> None:
     if shape_class.alias not in hooks._slabench_shape_options:
         hooks._slabench_shape_options.add(shape_class.alias)
         hooks.init_command_line_parser.add_listener(shape_class.add_options)
+
+
+def check_user_class(user_class: type) -> None:
+    """The dispatcher calls task functions of an LLMUser subclass directly; TaskSets need Locust's scheduler."""
+    if not (inspect.isclass(user_class) and issubclass(user_class, LLMUser)):
+        raise UserError(f"open-loop shapes drive slabench LLMUser subclasses; {user_class.__name__} is not one")
+    tasks = getattr(user_class, "tasks", None) or []
+    if not tasks:
+        raise UserError(f"{user_class.__name__} has no @task to run for each scheduled item")
+    if any(inspect.isclass(t) and issubclass(t, TaskSet) for t in tasks):
+        raise UserError(f"{user_class.__name__}: open-loop shapes run @task methods, not TaskSets")
 
 
 def open_loop_user_class(environment: Any) -> str:

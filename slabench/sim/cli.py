@@ -89,12 +89,13 @@ def build_sim_engine(args: argparse.Namespace):
         return FixedLatencyEngine(
             ttft=args.ttft, itl=args.itl, jitter=args.jitter, seed=args.seed, stream_interval=args.stream_interval
         )
-    from slabench.sim.profiles import build_engine, load_profile
+    from slabench.sim.profiles import load_profile
+    from slabench.sim.vllm_engine import VllmEngine
 
     overrides = {"stream_interval": args.stream_interval}
     if args.max_num_seqs:
         overrides["max_num_seqs"] = args.max_num_seqs
-    return build_engine(load_profile(args.profile, args.model_profile, overrides), seed=args.seed)
+    return VllmEngine(load_profile(args.profile, args.model_profile, overrides), seed=args.seed)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ A profile is a YAML file with `kind: gpu` or `kind: model`. The built-in ones li
 
     cfg = load_profile("l4")                       # reference model: 8B, FP8 weights, bf16 KV (128 KiB/token)
     cfg = load_profile("my-card.yaml", "my-model.yaml", engine={"max_num_seqs": 64})
-    engine = build_engine(cfg, seed=1)
+    engine = VllmEngine(cfg, seed=1)               # slabench.sim.vllm_engine
 
 KV capacity, as vLLM computes it when it profiles memory at start-up:
     memory × gpu_memory_utilization − weights − peak activation (∝ max_num_batched_tokens) − fixed reserve
@@ -19,15 +19,12 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from slabench.config import StrictModel, load_model, load_yaml, validate_data
 from slabench.errors import UserError
-
-if TYPE_CHECKING:
-    from slabench.sim.vllm_engine import VllmEngine
 
 MiB = 1024**2
 GiB = 1024**3
@@ -325,9 +322,3 @@ def load_profile(
     merged = {**g.engine.model_dump(exclude_unset=True), **(engine or {})}
     options = validate_data(merged, EngineOptions, "engine options")
     return EngineConfig(gpu=g, model=m, options=options).check()
-
-
-def build_engine(config: EngineConfig, seed: int = 0) -> VllmEngine:
-    from slabench.sim.vllm_engine import VllmEngine
-
-    return VllmEngine(config, seed=seed)

@@ -36,6 +36,7 @@ from slabench.errors import UserError
 from slabench.jsonl import json_line
 from slabench.record import RequestRecord
 from slabench.run_status import MeasurementPolicy, saturation_reasons
+from slabench.sinks import check_records_path
 from slabench.webui import server_metrics, tab
 from slabench.webui.live import DEFAULT_WINDOW_S, LiveAggregator, Series, series_point, stage_view
 
@@ -363,8 +364,6 @@ def _before_swarm(environment: Environment, web_ui: Any) -> Any:
 
     @web_ui.auth_required_if_enabled  # say nothing about paths to whoever is not logged in
     def refuse_bad_start() -> Response | None:
-        from slabench.locust_plugin import check_records_path
-
         opts, form = environment.parsed_options, request.form
         problem = _host_problem(form)
         if problem is not None:

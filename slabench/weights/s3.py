@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slabench.errors import UserError
+from slabench.extras import require
 
 # S3 bucket naming rules (general purpose buckets): 3-63 chars, lowercase letters, digits, dots, hyphens.
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -68,6 +69,7 @@ MAX_ATTEMPTS = 3
 
 def make_client(endpoint_url: str | None = None, region: str | None = None, max_pool: int = 10) -> Any:
     """An S3 client from the default credential chain, with a connection pool sized for parallel transfers."""
+    require("boto3", "S3")
     import boto3
     from botocore.config import Config
 

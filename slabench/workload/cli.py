@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from slabench.errors import UserError
+from slabench.extras import require
 from slabench.files import check_output
 from slabench.workload.accounts import load_settings
 from slabench.workload.dataset import (
@@ -79,6 +80,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         raise UserError(f"--limit: must be a positive number of items (got {args.limit})")
     if args.plot:
         check_output(args.plot, "--plot")  # before the work, not after it
+        require("matplotlib", "--plot")
     queues = {kind: load_queue(d, kind, settings) for kind in QUEUE_KINDS}
     golden = load_golden(d, settings)
     items = queues[args.queue]

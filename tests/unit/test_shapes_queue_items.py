@@ -7,11 +7,13 @@ import json
 
 import numpy as np
 import pytest
+from locust import HttpUser, TaskSet, task
 
 from slabench.errors import UserError
+from slabench.locust_plugin import LLMUser
 from slabench.openloop import OpenLoopItem, lateness_summary, merge_reports, per_second, summary_line
 from slabench.record import StageUnit
-from slabench.shapes.base import StageClock, span_stage
+from slabench.shapes.base import StageClock, check_user_class, span_stage
 from slabench.shapes.items import arrival_items, burst_items
 from slabench.shapes.queuefile import QueueRow, parse_queue_text, read_queue_file
 from slabench.shapes.schedules import Arrival, Span, partition, step_plan
@@ -207,3 +209,49 @@ def test_a_plan_is_rebuilt_for_new_shape_options_but_not_for_locusts_headless_de
     opts.burst_time_scale = 10.0  # e.g. changed in the web UI before the next run
     shape.plan_for(env)
     assert builds == [1.0, 10.0]
+
+
+# -- the user class an open-loop shape drives ------------------------------------------------------------------------
+
+
+class _Grader(LLMUser):
+    @task
+    def grade(self):
+        pass
+
+
+class _NoTask(LLMUser):
+    pass
+
+
+class _Browse(TaskSet):
+    @task
+    def page(self):
+        pass
+
+
+class _WithTaskSet(LLMUser):
+    tasks = [_Browse]  # noqa: RUF012 (Locust reads the class attribute)
+
+
+class _PlainHttp(HttpUser):
+    @task
+    def get(self):
+        pass
+
+
+def test_an_llm_user_with_a_task_is_driven():
+    check_user_class(_Grader)
+
+
+@pytest.mark.parametrize(
+    "user_class, message",
+    [
+        (_PlainHttp, "open-loop shapes drive slabench LLMUser subclasses; _PlainHttp is not one"),
+        (_NoTask, "_NoTask has no @task to run for each scheduled item"),
+        (_WithTaskSet, "_WithTaskSet: open-loop shapes run @task methods, not TaskSets"),
+    ],
+)
+def test_open_loop_shapes_refuse_a_user_class_they_cannot_drive(user_class, message):
+    with pytest.raises(UserError, match=message):
+        check_user_class(user_class)

@@ -9,12 +9,13 @@ twice the blocks removes the jump, so it is the KV cache — not compute — tha
 from __future__ import annotations
 
 from slabench.sim.engine import SimRequest
-from slabench.sim.profiles import build_engine, load_profile
+from slabench.sim.profiles import load_profile
 from slabench.sim.virtual import Trace, run_closed_loop
+from slabench.sim.vllm_engine import VllmEngine
 
 
 def steady_ttfts(gpu: str, concurrency: int, **engine) -> tuple[list[float], dict]:
-    eng = build_engine(load_profile(gpu, engine=engine))
+    eng = VllmEngine(load_profile(gpu, engine=engine))
 
     def make(client: int, k: int) -> SimRequest:
         # Lengths vary a little per request so the clients drift apart, as real ones do.

@@ -11,7 +11,6 @@ from slabench.errors import UserError
 from slabench.sim.profiles import (
     PROFILE_DIR,
     available_profiles,
-    build_engine,
     load_gpu_profile,
     load_model_profile,
     load_profile,
@@ -76,7 +75,7 @@ def test_engine_overrides_and_the_gpu_profiles_own_flags(tmp_path: Path):
     mine = load_profile(card)
     assert (mine.gpu.name, mine.max_num_batched_tokens, mine.options.stream_interval) == ("my-l4", 512, 4)
     assert load_profile(card, engine={"stream_interval": 2}).options.stream_interval == 2  # explicit wins
-    assert isinstance(build_engine(mine, seed=3), VllmEngine)
+    assert VllmEngine(mine, seed=3).config.gpu.name == "my-l4"
 
 
 def test_a_user_model_by_path(tmp_path: Path):

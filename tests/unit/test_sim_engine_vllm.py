@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slabench.sim.engine import SimRequest
-from slabench.sim.profiles import build_engine, load_profile
+from slabench.sim.profiles import load_profile
 from slabench.sim.virtual import run
 from slabench.sim.vllm_engine import RequestTooLong, VllmEngine
 
@@ -34,7 +34,7 @@ def l4_step(chunks: list[tuple[int, int]]) -> float:
 
 
 def engine(gpu: str = "l4", seed: int = 0, **options) -> VllmEngine:
-    return build_engine(load_profile(gpu, engine=options), seed=seed)
+    return VllmEngine(load_profile(gpu, engine=options), seed=seed)
 
 
 def tiny(blocks: int, **options) -> VllmEngine:
