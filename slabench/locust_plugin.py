@@ -1,16 +1,19 @@
-"""The Locust bridge: options, the LLM user base class, record collection and shipping, and the embedded simulator.
+"""The Locust bridge: options, the LLM user base class, the record hub and the embedded simulator.
 
 `install()` (called by each locustfile) registers everything on Locust's event hooks once. Per process, a `RecordHub`
 (at `environment.slabench`) turns every record into one Locust request event (its own table and header count each
-request once; TTFT / ITL / TPOT rows beside it) and routes it: local runner → the run's sink; worker → its spool and
-batches to the master (`slabench.shipping`); master → the one sink. On stop, the master asks every worker to stop
-its users and ship what it holds, and waits for each worker's final batch (workers missing heartbeats:
-`slabench.worker_watch`), so the record count equals the count of requests issued across all workers.
+request once; TTFT / ITL / TPOT rows beside it) and routes it; each job is a small part of its own:
+- local runner and master: `slabench.record_store.RecordStore` stores each request once and hands it to the listeners
+  (the saturation watch, `slabench.refusals.RefusalWatch`, the live web view, the open-loop shapes);
+- worker: `slabench.shipping.Shipper` spools every record and ships batches to the master;
+- master: `slabench.intake.MasterIntake` stores the workers' batches; on stop it asks every worker to stop its users
+  and ship what it holds, waits for each final batch (workers missing heartbeats: `slabench.worker_watch`) and
+  accounts for the workers that sent none, so the record count equals the count of requests issued.
+The hub itself keeps the run's identity and lifecycle and writes `run_status.json`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -20,7 +23,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -32,20 +35,22 @@ import gevent.lock
 from geventhttpclient import HTTPClient
 from locust import User, constant, events
 from locust.env import Environment
-from locust.exception import RPCError
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from slabench import locust_scrape, locust_sla, metrics, provenance, webui
-from slabench.accounting import Tally, incomplete_reasons, reconcile, server_received
+from slabench.accounting import incomplete_reasons, reconcile, server_received
 from slabench.client import StreamingClient, Target, chat_body, completions_body, parse_base_url, redact
 from slabench.distributed import fail_at_start, install_port_defaults, set_missing_after, watch_worker_join
 from slabench.errors import ExitCode, UserError
 from slabench.files import check_output
 from slabench.heartbeat import HeartbeatThread, worker_state
+from slabench.intake import MSG_STOP, MasterIntake
 from slabench.locust_scrape import stop_scrape
 from slabench.master_watch import MasterWatch
 from slabench.openloop import current_item
 from slabench.record import ErrorCategory, Outcome, RecordMeta, RequestRecord
+from slabench.record_store import RecordStore
+from slabench.refusals import RefusalWatch
 from slabench.run_status import (
     MeasurementPolicy,
     RunStatus,
@@ -56,24 +61,18 @@ from slabench.run_status import (
 from slabench.saturation import SaturationWatch
 from slabench.scrape import FILE_NAME as SCRAPE_FILE
 from slabench.scrape import read_scrapes
-from slabench.shipping import MSG_ACK, MSG_FINAL, MSG_RECORDS, Shipper
+from slabench.shipping import Shipper
 from slabench.sim.cli import EMBEDDED_NICE, add_sim_options, sim_args_to_argv
-from slabench.sinks import RecordSink, check_records_path, open_sink
-from slabench.spool import Journal, journal_path, read_journal, stand_in, unaccounted
+from slabench.sinks import check_records_path
 from slabench.sse import DEFAULT_MAX_EVENT_BYTES
 from slabench.worker_watch import WorkerWatch
 
 log = logging.getLogger("slabench")
 
 MSG_RUN = "slabench:run"  # master → workers: the run id
-MSG_STOP = "slabench:stop"  # master → workers: stop users now and ship everything
 SHIP_INTERVAL_S = 0.5
-FINAL_WAIT_S = 30.0  # master, at the end: how long a worker gets to send its final batch
-MISSING_WAIT_S = 10.0  # ... and a worker that is missing heartbeats (busy, or dead)
 ACK_WAIT_S = 10.0  # a quitting worker: how long it waits for the master to confirm its records
-INTAKE_SLICE = 200  # master: records stored between yields to the event loop
 DISCOVERY_TIMEOUT_S = 5.0  # GET /v1/models as a whole: a server that accepts and never answers must not hold users
-REFUSALS_TO_STOP = 10  # this many 401/403/404 in a row from the start of a run: a wrong key, model or URL; stop
 
 
 def usage_errors_exit_3(parser: Any) -> None:
@@ -212,37 +211,12 @@ class RecordHub:
         self.is_master = isinstance(self.runner, MasterRunner)
         self.worker_id = self.runner.client_id if self.is_worker else "local" if not self.is_master else "master"
         self.run_id = ""
-        self.records_path: Path | None = None  # master/local: the current (or last) run's record file
-        self.sink: RecordSink | None = None
         self.emitted = 0
-        self.tally = Tally()  # master/local: what the run's records say
-        self.stored_ids: set[str] = set()  # master/local: request ids stored this run (a record is stored once)
-        self.duplicates = 0
-        self.finals: dict[str, int] = {}
-        self.received = 0
         self.status: RunStatus | None = None  # master/local: the last run's run_status.json
-        # Master/local: called with every record as it is stored (the live web view subscribes here).
-        self.listeners: list[Callable[[RequestRecord], None]] = []
-        # Master: called with (worker_id, missing_since_wall, exact) when the run ends without the worker's final
-        # batch — after its records are recovered and its in-flight requests recorded as lost; `exact`: from its
-        # journal, so any item without a record was never sent.
-        self.lost_listeners: list[Callable[[str, float, bool], None]] = []
-        # Worker: requests in flight now, by request id (shipped with every batch); master: the last such list per
-        # worker.
+        self.stop_reason: str | None = None  # master/local: the one line that stopped the run (refusals)
+        # Worker: requests in flight now, by request id (shipped with every batch).
         self.inflight: dict[str, dict[str, Any]] = {}
-        self.inflight_seen: dict[str, list[dict[str, Any]]] = {}
         self.workers = WorkerWatch(self.runner)  # master: workers missing heartbeats (empty elsewhere)
-        self.lost_workers: dict[str, dict[str, Any]] = {}
-        self.missing_finals: list[str] = []
-        # Master/local: 401/403/404 answers in a row since the run started (None once anything else came back), and
-        # the one line that stopped the run for them.
-        self.refusals: int | None = 0
-        self.stop_reason: str | None = None
-        self._accounted = False  # master: workers without a final batch have been accounted for (this run)
-        self._intake: deque[tuple[str, Any, bool]] = deque()  # master: messages from workers, in arrival order
-        self._intake_ready = gevent.event.Event()
-        self._intake_lock = gevent.lock.Semaphore()
-        self._intake_loop: gevent.Greenlet | None = None
         self._user_seq = 0
         self._model: str | None = self.opts.model or None
         self._model_lock = gevent.lock.Semaphore()
@@ -253,23 +227,26 @@ class RecordHub:
         # stage_phase), so every record says where in the shape it was issued.
         self.stage_fn: Callable[[], dict[str, Any]] | None = None
         self.saturation = SaturationWatch(environment)
-        if not self.is_worker:
-            self.listeners.append(self.saturation.observe)
+        self.store = RecordStore()  # master/local: the run's records, each request once; listeners subscribe here
+        self.refusals = RefusalWatch(self.opts.api_key_env, self._stop_for)
+        self.intake: MasterIntake | None = None
+        self.shipper: Shipper | None = None
         if self.is_worker:
             self.runner.register_message(MSG_RUN, self._on_run)
             self.runner.register_message(MSG_STOP, self._on_stop_request)
-            self.shipper: Shipper | None = Shipper(self.runner, self.opts.spool_dir, self.worker_id, self._exit_code)
+            self.shipper = Shipper(self.runner, self.opts.spool_dir, self.worker_id, self._exit_code)
             self.master_watch = MasterWatch(self.runner, self.opts.master_lost_timeout, self.shipper.on_master_lost)
             self.heartbeats = HeartbeatThread(
                 self.runner.master_host, self.runner.master_port, self.worker_id, worker_state(self.runner)
             )
         else:
-            self.shipper = None
+            self.store.listeners += [self.saturation.observe, self.refusals.observe]
         if self.is_master:
-            self.runner.register_message(MSG_RECORDS, self._on_records)
-            self.runner.register_message(MSG_FINAL, self._on_final)
+            self.intake = MasterIntake(self.runner, self.store, self.workers, self.opts.spool_dir)
             environment.events.heartbeat_sent.add_listener(
-                lambda client_id, timestamp, **_: self.workers.on_heartbeat(client_id, timestamp, self.sink is not None)
+                lambda client_id, timestamp, **_: self.workers.on_heartbeat(
+                    client_id, timestamp, self.store.sink is not None
+                )
             )
 
     # -- identity --------------------------------------------------------------------------------------------
@@ -305,22 +282,18 @@ class RecordHub:
     def start_run(self) -> None:
         """Master or local runner, at test start: a new run id and sink, announced to the workers."""
         self.run_id = self.opts.run_id or new_run_id()
-        self.received, self.finals, self.tally, self.stored_ids, self.duplicates = 0, {}, Tally(), set(), 0
         if self.stop_reason is not None and self.env.process_exit_code == ExitCode.BAD_INPUT:
             self.env.process_exit_code = None  # a new run from the web UI after a stopped one
-        self.refusals, self.stop_reason = 0, None
-        self.inflight_seen, self.lost_workers, self.missing_finals = {}, {}, []
-        self._accounted = False
+        self.stop_reason = None
+        self.refusals.reset()
         self.workers.new_run()
         self.saturation.reset()
-        self.records_path = Path(self.opts.records or f"runs/{self.run_id}/records.jsonl")
-        self.sink = open_sink(self.records_path)
+        self.store.open(Path(self.opts.records or f"runs/{self.run_id}/records.jsonl"))
         if self.env.process_exit_code == ExitCode.INCOMPLETE:  # a previous run's (web UI): this run decides anew
             self.env.process_exit_code = None
-        if self.is_master:
+        if self.intake is not None:
             self.runner.send_message(MSG_RUN, {"run_id": self.run_id})
-            if self._intake_loop is None or self._intake_loop.dead:
-                self._intake_loop = gevent.spawn(self._intake_run)
+            self.intake.new_run(self.run_id)
         self._start_pump()
         # What serves the run (slabench.provenance), read beside the load: into run_status.json.
         if self.env.host:
@@ -330,6 +303,7 @@ class RecordHub:
     def _on_run(self, msg: Any, **_: Any) -> None:
         self.run_id = msg.data["run_id"]
         self.emitted = 0
+        assert self.shipper is not None  # registered on workers only
         self.shipper.new_run(self.run_id)
         self._start_pump()
 
@@ -344,8 +318,7 @@ class RecordHub:
             if self.shipper is not None:
                 self.shipper.ship(list(self.inflight.values()))
                 continue
-            if self.sink is not None:
-                self.sink.flush()
+            self.store.flush()
             if self.is_master:
                 self.workers.check()
 
@@ -368,51 +341,12 @@ class RecordHub:
         if self.shipper is not None:
             self.shipper.record(record.to_dict())
         else:
-            self._store([record])
+            self.store.store([record])
 
-    def _store(self, records: list[RequestRecord]) -> None:
-        """Master/local: into the sink (each request once), to the listeners."""
-        fresh = [r for r in records if r.request_id not in self.stored_ids]
-        self.duplicates += len(records) - len(fresh)
-        self.stored_ids.update(r.request_id for r in fresh)
-        self.tally.add(fresh)
-        if self.sink is not None:
-            self.sink.write(fresh)
-        for listener in self.listeners:
-            for r in fresh:
-                listener(r)
-        if self.refusals is not None:
-            self._watch_refusals(records)
-
-    def _watch_refusals(self, records: list[RequestRecord]) -> None:
-        """A run whose requests are all refused from the start (wrong key, model name or URL) measures nothing:
-        after REFUSALS_TO_STOP of them in a row, stop it with one line naming the cause, exit 3."""
-        for r in records:
-            if r.outcome is Outcome.DROPPED:
-                continue
-            if r.error_category != ErrorCategory.HTTP_4XX or r.http_status not in (401, 403, 404):
-                self.refusals = None  # the server answered something else: the key, model and URL can work
-                return
-            self.refusals += 1
-            if self.refusals >= REFUSALS_TO_STOP:
-                self.refusals = None
-                self._stop_for(r)
-                return
-
-    def _stop_for(self, r: RequestRecord) -> None:
-        status = r.http_status
-        if status in (401, 403):
-            env = self.opts.api_key_env
-            cause = f"the API key from ${env} was refused" if os.environ.get(env) else f"no API key (${env} is empty)"
-        elif "does not serve this model" in (r.error_message or ""):
-            cause = f"the server does not know model {r.model!r}"
-        else:
-            cause = "the API path was not found"
-        self.stop_reason = (
-            f"stopping the run: the first {REFUSALS_TO_STOP} requests all answered HTTP {status}: {cause}. "
-            f"{r.error_message}"
-        )
-        log.error("slabench: %s", self.stop_reason)
+    def _stop_for(self, reason: str) -> None:
+        """Every request refused from the start: stop the run with that one line, exit 3."""
+        self.stop_reason = reason
+        log.error("slabench: %s", reason)
         self.env.process_exit_code = ExitCode.BAD_INPUT
         gevent.spawn(self._stop_runner)  # not from inside a user's greenlet (stopping kills the users)
 
@@ -425,113 +359,10 @@ class RecordHub:
         else:
             self.runner.stop()  # the web UI stays up, showing the error
 
-    # Master: messages from workers are queued and stored by one greenlet that yields between slices, so Locust's
-    # message loop goes straight on to the next message (a heartbeat is never stuck behind records being stored).
-    def _on_records(self, msg: Any, **_: Any) -> None:
-        self._intake.append((msg.node_id, msg.data, False))
-        self._intake_ready.set()
-
-    def _on_final(self, msg: Any, **_: Any) -> None:
-        self._intake.append((msg.node_id, msg.data, True))
-        self._intake_ready.set()
-
-    def _intake_run(self) -> None:
-        while True:
-            self._intake_ready.wait()
-            self._intake_ready.clear()
-            self.drain_intake(INTAKE_SLICE)
-
-    def drain_intake(self, slice_size: int = 0) -> None:
-        """Store every queued message, in order (`slice_size`: yield to the event loop after that many records)."""
-        while self._intake:
-            with self._intake_lock:
-                if not self._intake:
-                    break
-                node, data, final = self._intake.popleft()
-                if final:
-                    self._take_final(node, data)
-                    continue
-                rows = data["records"]
-                self.received += len(rows)
-                if "inflight" in data:  # the last slice of a batch says what is in flight
-                    self.inflight_seen[node] = data["inflight"]
-                step = slice_size or len(rows) or 1
-                for i in range(0, len(rows), step):
-                    self._store([RequestRecord.from_dict(d) for d in rows[i : i + step]])
-                    if slice_size:
-                        gevent.sleep(0)
-
-    def _take_final(self, node: str, data: Any) -> None:
-        self.finals[node] = data["count"]
-        if self.sink is None:
-            return  # too late for this run's file: the worker keeps its spool
-        self.sink.flush()
-        self.runner.send_message(MSG_ACK, None, client_id=node)
-
-    def _account_for_lost_worker(self, worker_id: str) -> None:
-        """The run ends without this worker's final batch. Its spool, when this host can read it, has every record
-        it made and every request it started; else its last report says what it had in flight. Either way each
-        request it started ends as one record: its own, or a `lost_with_worker` stand-in with its request id."""
-        since = self.workers.missing.get(worker_id)
-        path = journal_path(self.opts.spool_dir, self.run_id, worker_id)
-        contents = None
-        if path.exists():
-            try:
-                contents = read_journal(path)
-            except UserError as e:
-                log.warning("slabench: cannot read the spool of lost worker %s: %s", worker_id, e)
-        message = "its worker was lost while this request was in flight"
-        if contents is not None:
-            recovered, lost = unaccounted(contents, self.stored_ids, message)
-        else:
-            recovered = []
-            lost = [stand_in(m, message) for m in self.inflight_seen.get(worker_id, [])]
-            lost = [r for r in lost if r.request_id not in self.stored_ids]
-        self._store(recovered + lost)
-        self.lost_workers[worker_id] = {
-            "missing_since_wall": since,
-            "records_from": "spool" if contents is not None else "last report",
-            "recovered_records": len(recovered),
-            "lost_in_flight": len(lost),
-        }
-        log.error(
-            "slabench: worker %s was lost; %s: %d record(s) recovered, %d in-flight request(s) recorded as "
-            "lost_with_worker; the run is degraded",
-            worker_id,
-            f"read its spool {path}" if contents is not None else "its spool is not on this host, used its last report",
-            len(recovered),
-            len(lost),
-        )
-        if contents is not None and self.sink is not None:
-            self.sink.flush()
-            Journal.remove_file(path)
-        for listener in self.lost_listeners:
-            listener(worker_id, since if since is not None else time.time(), contents is not None)
-
     # -- stopping --------------------------------------------------------------------------------------------
     def on_test_stopping(self) -> None:
-        if not self.is_master:
-            return
-        workers = {c.id for c in self.runner.clients.all} | set(self.workers.missing)
-        for worker in workers:
-            with contextlib.suppress(RPCError):
-                self.runner.send_message(MSG_STOP, None, client_id=worker)
-        start = time.monotonic()
-        deadline = start + FINAL_WAIT_S + (self.env.stop_timeout or 0)
-        while time.monotonic() < deadline:
-            pending = workers - set(self.finals)
-            if not pending or (pending <= set(self.workers.missing) and time.monotonic() - start > MISSING_WAIT_S):
-                break
-            gevent.sleep(0.05)
-        self._account_for_workers_without_final()
-
-    def _account_for_workers_without_final(self) -> None:
-        self.drain_intake()
-        workers = {c.id for c in self.runner.clients.all} | set(self.workers.missing) | set(self.inflight_seen)
-        self.missing_finals = sorted(workers - set(self.finals))
-        for worker in self.missing_finals:
-            self._account_for_lost_worker(worker)
-        self._accounted = True
+        if self.intake is not None:
+            self.intake.stop_workers(self.env.stop_timeout or 0)
 
     def _on_stop_request(self, msg: Any, **_: Any) -> None:
         self.runner.stop()  # kills users (in-flight requests become `dropped` records), fires test_stop → finish
@@ -542,15 +373,17 @@ class RecordHub:
             return
         if self._pump is not None:
             self._pump.kill()
-        if self.sink is None:
+        if self.store.sink is None:
             return
-        if self.is_master and not self._accounted:  # Locust quit in the middle of stopping
-            self._account_for_workers_without_final()
-        self.drain_intake()
-        self.sink.close()
+        if self.intake is not None:
+            if not self.intake.accounted:  # Locust quit in the middle of stopping
+                self.intake.account_for_workers_without_final()
+            self.intake.drain()
+        path, tally = self.store.sink.path, self.store.tally
+        self.store.close()
         stop_scrape(self.env)  # the closing scrape, for the server's request count
-        self.status = self.write_status()
-        log.info("slabench: %s", summary_line(self.tally.records, self.sink.path, self.tally.outcomes))
+        self.status = self.write_status(path.parent)
+        log.info("slabench: %s", summary_line(tally.records, path, tally.outcomes))
         accounting = self.status.accounting or {}
         if accounting.get("server_received") is not None:
             log.info("slabench: server: %s", accounting["note"])
@@ -563,7 +396,6 @@ class RecordHub:
             log.error("slabench: the run is incomplete (exit %d): %s", ExitCode.INCOMPLETE, "; ".join(reasons))
             if self.env.process_exit_code in (None, 0, 1, 2):
                 self.env.process_exit_code = ExitCode.INCOMPLETE
-        self.sink = None
 
     def _provenance_value(self) -> dict[str, Any] | None:
         if self._provenance is None:
@@ -571,23 +403,24 @@ class RecordHub:
         self._provenance.join(timeout=0.5)  # collected since the start; never hold the stop for it
         return self._provenance.value
 
-    def write_status(self) -> RunStatus:
+    def write_status(self, directory: Path) -> RunStatus:
         """`run_status.json` beside the records: counts, the server's count, whether the run is complete, the signs of
         a saturated load generator and what served the run. Its reasons are logged: a run with any never passes
         (exit 4)."""
-        scrapes = read_scrapes(self.sink.path.parent / SCRAPE_FILE, self.run_id)
+        scrapes = read_scrapes(directory / SCRAPE_FILE, self.run_id)
+        tally, intake = self.store.tally, self.intake
         facts: dict[str, Any] = {
             "run_id": self.run_id,
-            "records": self.tally.records,
-            "outcomes": dict(self.tally.outcomes),
-            "lost_workers": self.lost_workers,
-            "workers_without_final_batch": self.missing_finals,
+            "records": tally.records,
+            "outcomes": dict(tally.outcomes),
+            "lost_workers": intake.lost_workers if intake else {},
+            "workers_without_final_batch": intake.missing_finals if intake else [],
             "workers_missing_then_back": self.workers.came_back,
             "max_heartbeat_gap_s": {k: round(v, 2) for k, v in self.workers.heartbeat_gap.items()},
-            "duplicates_dropped": self.duplicates,
-            "accounting": reconcile(self.tally, server_received(scrapes)),
+            "duplicates_dropped": self.store.duplicates,
+            "accounting": reconcile(tally, server_received(scrapes)),
         }
-        reasons = incomplete_reasons(self.tally, facts)
+        reasons = incomplete_reasons(tally, facts)
         status = RunStatus(
             **facts,
             incomplete_reasons=reasons,
@@ -596,7 +429,7 @@ class RecordHub:
             saturation=self.saturation.snapshot().model_copy(update=simulator_figures(scrapes)),
             provenance=self._provenance_value(),
         )
-        write_run_status(self.sink.path.parent, status)
+        write_run_status(directory, status)
         return status
 
 
@@ -750,7 +583,7 @@ def _stop_run_before_quitting(environment: Environment, **_: Any) -> None:
     hub: RecordHub | None = getattr(environment, "slabench", None)
     if hub is not None and hub.shipper is not None:
         hub.shipper.wait_for_ack(ACK_WAIT_S)  # else the spool stays behind as a second copy of records the master has
-    elif hub is not None and hub.sink is not None:
+    elif hub is not None and hub.store.sink is not None:
         # Locust quit in the middle of stopping the run (its stop was running in a greenlet that quitting kills,
         # e.g. after "the last worker went missing"): test_stop never fired. Finish the run: records, status, grade.
         environment.events.test_stop.fire(environment=environment)

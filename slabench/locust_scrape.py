@@ -2,7 +2,7 @@
 
 At test_start a poller process (`python -m slabench.scrape`) takes the baseline scrape before any user starts, then
 one a second; at test_stop it takes the closing scrape and exits, leaving `server_metrics.jsonl` beside the records
-(`environment.slabench.sink.path`'s folder). `install(hooks)` must run after `slabench.locust_plugin.install` (the
+(`environment.slabench.store.path`'s folder). `install(hooks)` must run after `slabench.locust_plugin.install` (the
 plugin's test_start opens the sink this module writes beside).
 
 Options: `--server-metrics URL|off` (default: the --host's `/metrics`), `--server-metrics-interval S` (default 1).
@@ -128,11 +128,11 @@ def _on_test_start(environment: Any, **_: Any) -> None:
     url = target_url(environment)
     if url is None:
         return
-    if hub.sink is None:
+    if hub.store.sink is None:
         log.warning("slabench: no record sink open at test start; server metrics are not scraped for this run")
         return
     proc = ScrapeProcess(
-        url, hub.sink.path.parent / FILE_NAME, hub.run_id, environment.parsed_options, environment.host
+        url, hub.store.sink.path.parent / FILE_NAME, hub.run_id, environment.parsed_options, environment.host
     )
     environment.slabench_scrape = proc
     proc.wait_ready()

@@ -64,7 +64,7 @@ class SlaHook:
 
     def records_path(self) -> Path | None:
         hub = getattr(self.env, "slabench", None)
-        return hub.records_path if hub is not None else None
+        return hub.store.path if hub is not None else None
 
     def run_level(self) -> Any:
         """The load of a plain run (no shape): concurrency = the user count asked for."""
@@ -135,13 +135,13 @@ def _check_one_run(opts: Any) -> None:
 def _on_test_stop(environment: Environment, **_: Any) -> None:
     hook: SlaHook | None = getattr(environment, "slabench_sla", None)
     hub = getattr(environment, "slabench", None)
-    if hook is not None and getattr(hub, "stop_reason", None):
+    if hook is not None and hub is not None and hub.stop_reason:
         log.error("slabench sla: not graded: the run was stopped early (the reason is in the line above)")
         return  # exit 3 stands: a refused key, model or URL is the user's to fix, not an SLA result
     if hook is not None:  # added at init, so it runs after the record hub's test_stop has closed the records
         code = hook.grade()
         # a run that did not measure what it claims (a lost worker, nothing answered) exits 4 whatever the verdict
-        status = getattr(hub, "status", None)
+        status = hub.status if hub is not None else None
         if status is not None and status.reasons() and code != ExitCode.BAD_INPUT:
             code = ExitCode.INCOMPLETE
         environment.process_exit_code = code

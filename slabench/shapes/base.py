@@ -223,9 +223,10 @@ class ShapeRuntime:
         self.missing: dict[str, float] = {}  # master: workers missing heartbeats now → since (monotonic)
         self.last_record = time.monotonic()  # master / local: when the latest record was stored
         # the record hub calls these on the master / local runner
-        self.hub.listeners.append(self._on_record)
+        self.hub.store.listeners.append(self._on_record)
         self.hub.workers.listeners.append(self._on_worker_missing)
-        self.hub.lost_listeners.append(self._on_worker_lost)
+        if self.hub.intake is not None:
+            self.hub.intake.lost_listeners.append(self._on_worker_lost)
 
     # master / local -------------------------------------------------------------------------------------------
     def on_test_start(self) -> None:

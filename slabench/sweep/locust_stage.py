@@ -53,7 +53,7 @@ def _watch(environment: Environment, limit: int) -> None:
     hub = environment.slabench
     while True:
         gevent.sleep(POLL_S)
-        sink = hub.sink
+        sink = hub.store.sink
         if sink is not None and sink.count >= limit:
             environment.runner.quit()
             return

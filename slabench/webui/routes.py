@@ -11,7 +11,7 @@ What it adds, with Locust's supported extension points (`environment.web_ui.app`
   the records (its poller process; nothing scrapes inside this event loop);
 - with ``--sla FILE`` (`slabench.locust_sla`), each check's provisional status, regraded from the records so far.
 
-Records arrive through the record hub's `listeners` (every record stored on the master or local runner: shipped
+Records arrive through the record store's `listeners` (every record stored on the master or local runner: shipped
 by workers, made locally, or lost with a worker). `install()` must run after `slabench.locust_plugin.install()`, so
 the hub exists when this `init` listener runs.
 """
@@ -71,7 +71,6 @@ class LiveView:
         self.sla: dict[str, Any] | None = None
         self._greenlets: list[gevent.Greenlet] = []
         self._cache: tuple[float, dict[str, Any]] | None = None
-        self._records_path: Path | None = None
         self._scrape_file: Path | None = None  # kept after the poller stops: the run's last reading stays shown
         self._listener_failed = False
 
@@ -90,7 +89,7 @@ class LiveView:
         self.stop_loops()
         self.agg.reset(time.time())
         self.series.clear()
-        self.sla, self._cache, self._scrape_file, self._records_path = None, None, None, None
+        self.sla, self._cache, self._scrape_file = None, None, None
         self._greenlets = [gevent.spawn(self._sample_loop)]
         if self.sla_hook() is not None:
             self._greenlets.append(gevent.spawn(self._sla_loop))
@@ -114,16 +113,14 @@ class LiveView:
 
     # -- what the runner knows -----------------------------------------------------------------------------------
     def in_flight(self) -> int | None:
-        if getattr(self.hub, "is_master", False):
-            seen = getattr(self.hub, "inflight_seen", None)
-            return None if seen is None else sum(len(v) for v in seen.values())
-        inflight = getattr(self.hub, "inflight", None)
-        return None if inflight is None else len(inflight)
+        if self.hub.intake is not None:  # the master: what the workers last reported
+            return sum(len(v) for v in self.hub.intake.inflight_seen.values())
+        return len(self.hub.inflight)
 
     def stage(self) -> dict[str, Any] | None:
         """The shape's stage now (when this process knows it), else None: the aggregator then uses the latest
         record's."""
-        fn = getattr(self.hub, "stage_fn", None)
+        fn = self.hub.stage_fn
         if fn is None or self.agg.stopped is not None:
             return None
         try:
@@ -133,13 +130,7 @@ class LiveView:
         return stage_view(s.get("stage_level"), s.get("stage_unit"), s.get("stage_repeat"), s.get("stage_phase"))
 
     def records_path(self) -> Path | None:
-        sink = getattr(self.hub, "sink", None)
-        if sink is not None:
-            self._records_path = Path(sink.path)
-        if self._records_path is None and self.hub.run_id:
-            opts = self.env.parsed_options
-            self._records_path = Path(opts.records or f"runs/{self.hub.run_id}/records.jsonl")
-        return self._records_path
+        return self.hub.store.path
 
     def server(self) -> dict[str, Any] | None:
         """The latest scrape of the run's poller (`slabench.locust_scrape`), or None when none runs for this run."""
@@ -184,9 +175,7 @@ class LiveView:
 
         t0 = time.monotonic()
         try:
-            sink = getattr(self.hub, "sink", None)
-            if sink is not None:
-                sink.flush()
+            self.hub.store.flush()
             records = read_records(path) if path.exists() else []
             self.sla = provisional_status(hook.loaded, records, hook.run_level())
         except Exception as e:  # provisional only: say why there is no status, never disturb the run
@@ -215,7 +204,7 @@ class LiveView:
             **snap,
             "run_id": self.hub.run_id,
             "state": str(self.env.runner.state) if self.env.runner else None,
-            "lost_workers": dict(getattr(self.hub, "lost_workers", {}) or {}),
+            "lost_workers": dict(self.hub.intake.lost_workers) if self.hub.intake is not None else {},
             "saturation": self.saturation(),
             "sla": self.sla,
             "series": self.series.since(since),
@@ -225,8 +214,7 @@ class LiveView:
     def saturation(self) -> list[str]:
         """The load generator's saturation so far, judged by the default measurement policy (the final verdict
         judges it by the contract's)."""
-        watch = getattr(self.hub, "saturation", None)
-        return saturation_reasons(watch.snapshot(), MeasurementPolicy()) if watch is not None else []
+        return saturation_reasons(self.hub.saturation.snapshot(), MeasurementPolicy())
 
     def tab_rows(self) -> list[dict[str, str]]:
         snap = self.snapshot()
@@ -235,9 +223,7 @@ class LiveView:
     def records_jsonl(self) -> Iterator[bytes]:
         """The records stored so far, one JSON object a line (only whole lines: the sink may be mid-write)."""
         path = self.records_path()
-        sink = getattr(self.hub, "sink", None)
-        if sink is not None:
-            sink.flush()
+        self.hub.store.flush()
         if path is None or not path.exists():
             return
         if path.is_dir():  # a Parquet run: its finished parts, as JSON lines
@@ -390,13 +376,12 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
     if runner is None or web_ui is None or isinstance(runner, WorkerRunner):
         return
     hub = getattr(environment, "slabench", None)
-    listeners = getattr(hub, "listeners", None)
-    if hub is None or listeners is None:
-        log.warning("slabench: no record hub with listeners; the LLM tab is off (install slabench first)")
+    if hub is None:
+        log.warning("slabench: no record hub; the LLM tab is off (install slabench first)")
         return
     view = LiveView(environment, hub)
     environment.slabench_live = view
-    listeners.append(view.on_record)
+    hub.store.listeners.append(view.on_record)
     base = getattr(environment.parsed_options, "web_base_path", "") or ""
     web_ui.app.register_blueprint(blueprint(view, web_ui, base))
     web_ui.app.after_request(_after_request(view))

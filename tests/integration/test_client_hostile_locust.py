@@ -15,8 +15,9 @@ import pytest
 from locust import task
 
 from slabench.errors import ExitCode
-from slabench.locust_plugin import REFUSALS_TO_STOP, LLMUser
+from slabench.locust_plugin import LLMUser
 from slabench.openloop import Dispatcher
+from slabench.refusals import REFUSALS_TO_STOP
 from slabench.sinks import read_records
 from tests.integration.test_client_hostile import CASES, KEY
 from tests.integration.test_shapes_dispatcher import ItemUser, environment, finish, items

@@ -1,0 +1,70 @@
+"""The record hub's small parts on their own: the store keeps each request once and tells the listeners of new ones
+only; the refusal watch stops a run whose requests are all refused from the start, and only such a run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from slabench.record import ErrorCategory, Outcome
+from slabench.record_store import RecordStore
+from slabench.refusals import REFUSALS_TO_STOP, RefusalWatch
+from tests.analysis_helpers import rec
+
+
+def test_the_store_keeps_each_request_once_and_tells_the_listeners_of_new_ones(tmp_path):
+    store, heard = RecordStore(), []
+    store.listeners.append(lambda r: heard.append(r.request_id))
+    store.open(tmp_path / "records.jsonl")
+    a, b = rec(1.0), rec(2.0)
+    store.store([a, b])
+    store.store([b])  # a batch shipped twice, a record recovered from a spool
+    store.close()
+    lines = (tmp_path / "records.jsonl").read_text().splitlines()
+    assert [json.loads(x)["request_id"] for x in lines] == [a.request_id, b.request_id] == heard
+    assert (store.tally.records, store.duplicates, store.sink) == (2, 1, None)
+    store.open(tmp_path / "next.jsonl")  # a new run: its own count
+    assert (store.tally.records, store.duplicates, store.path) == (0, 0, tmp_path / "next.jsonl")
+
+
+def refused(sent: float, status: int, message: str = "") -> object:
+    return rec(sent, ttft=None, outcome=Outcome.ERROR, category=ErrorCategory.HTTP_4XX, http_status=status,
+               error_message=message)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("status", "key", "message", "cause"),
+    [
+        (401, "", "", "no API key ($SLABENCH_TEST_KEY is empty)"),
+        (403, "sk-x", "", "the API key from $SLABENCH_TEST_KEY was refused"),
+        (404, "", "the server does not serve this model", "the server does not know model"),
+        (404, "", "Not Found", "the API path was not found"),
+    ],
+)
+def test_requests_all_refused_from_the_start_stop_the_run_once_naming_the_cause(
+    monkeypatch, status, key, message, cause
+):
+    monkeypatch.setenv("SLABENCH_TEST_KEY", key)
+    lines: list[str] = []
+    watch = RefusalWatch("SLABENCH_TEST_KEY", lines.append)
+    watch.observe(rec(0.0, outcome=Outcome.DROPPED))  # a request the run never sent says nothing of the server
+    for i in range(REFUSALS_TO_STOP + 5):
+        watch.observe(refused(float(i), status, message))
+    assert len(lines) == 1 and f"the first {REFUSALS_TO_STOP} requests all answered HTTP {status}" in lines[0]
+    assert cause in lines[0]
+
+
+def test_one_other_answer_first_ends_the_watch_for_the_run():
+    lines: list[str] = []
+    watch = RefusalWatch("SLABENCH_TEST_KEY", lines.append)
+    for i in range(REFUSALS_TO_STOP - 1):
+        watch.observe(refused(float(i), 401))
+    watch.observe(rec(100.0))  # the key, model and URL can work: later refusals are the server's answers
+    for i in range(3 * REFUSALS_TO_STOP):
+        watch.observe(refused(200.0 + i, 401))
+    assert lines == []
+    watch.reset()  # a new run watches afresh
+    for i in range(REFUSALS_TO_STOP):
+        watch.observe(refused(300.0 + i, 401))
+    assert len(lines) == 1
