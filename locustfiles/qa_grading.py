@@ -5,8 +5,10 @@
     locust -f locustfiles/qa_grading.py --host http://vllm:8000 --qa-task terse
     locust -f locustfiles/qa_grading.py,shapes/burst.py --headless      # the 20k/195 s burst queue, open loop
 
-Closed loop it grades the golden calls; under an open-loop shape (burst, rate, diurnal) it grades the queue item
-the shape hands it, rebuilt from its seed ahead of its due time.
+Closed loop it grades the golden calls; under an open-loop shape it grades the call each scheduled item names (the
+dataset's burst or gamma queue, a queue file with account and seed columns), rebuilt from its seed ahead of its due
+time; an item that names no call (rate and diurnal arrivals, a queue file of offsets) gets a golden call drawn by
+its index, so every worker draws the same one.
 
 The request names its call in the OpenAI `user` field, which real servers ignore and the simulator's grading mode
 uses to answer at a set accuracy (`--sim-grading-accuracy`).
@@ -27,7 +29,6 @@ from slabench.locust_plugin import LLMUser, install
 from slabench.openloop import current_item, current_prepared
 from slabench.sim.grading import user_tag
 from slabench.workload import (
-    QueueItem,
     build_messages,
     item_ref,
     load_golden,
@@ -117,9 +118,26 @@ class QAGradingUser(LLMUser):
         self.scale = token_scale(self.environment)
 
     @classmethod
+    def check_items(cls, items):
+        """Open loop, before any load: an item names a call by its account and seed, both known, or names none."""
+        settings = load_settings()
+        for item in items:
+            if (item.account is None) != (item.seed is None):
+                raise UserError(
+                    f"queue item {item.item_id}: a QA-grading call is named by its account and its seed — give both "
+                    "columns, or neither (then a golden call is drawn)"
+                )
+            if item.account is not None:
+                settings.account(item.account, where=f"queue item {item.item_id}: account")
+
+    @classmethod
     def prepare_item(cls, item, environment):
-        """Open loop: rebuild the queue item's call and its prompt before it is due (the shape calls this)."""
-        call = token_scale(environment).build(QueueItem(item.index, item.account, item.offset_s, item.seed, item.kind))
+        """Open loop: build the item's call and its prompt before it is due (the shape calls this)."""
+        scale = token_scale(environment)
+        if item.account is None:  # an arrival that names no call
+            call = scale.build(golden_calls(environment).draw(random.Random(item.index)))
+        else:
+            call = scale.build(item)
         return call, build_messages(call, environment.parsed_options.qa_task)
 
     @task

@@ -19,18 +19,16 @@ import logging
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import gevent
-import gevent.event
 import gevent.lock
 from geventhttpclient import HTTPClient
 from locust import User, constant, events
@@ -47,7 +45,7 @@ from slabench.heartbeat import HeartbeatThread, worker_state
 from slabench.intake import MSG_STOP, MasterIntake
 from slabench.locust_scrape import stop_scrape
 from slabench.master_watch import MasterWatch
-from slabench.openloop import current_item
+from slabench.openloop import OpenLoopItem, current_item
 from slabench.record import ErrorCategory, Outcome, RecordMeta, RequestRecord
 from slabench.record_store import RecordStore
 from slabench.refusals import RefusalWatch
@@ -62,7 +60,8 @@ from slabench.saturation import SaturationWatch
 from slabench.scrape import FILE_NAME as SCRAPE_FILE
 from slabench.scrape import read_scrapes
 from slabench.shipping import Shipper
-from slabench.sim.cli import EMBEDDED_NICE, add_sim_options, sim_args_to_argv
+from slabench.sim.cli import add_sim_options, sim_args_to_argv
+from slabench.sim.embedded import EmbeddedSimulator
 from slabench.sinks import check_records_path
 from slabench.sse import DEFAULT_MAX_EVENT_BYTES
 from slabench.worker_watch import WorkerWatch
@@ -221,7 +220,7 @@ class RecordHub:
         self._model: str | None = self.opts.model or None
         self._model_lock = gevent.lock.Semaphore()
         self._pump: gevent.Greenlet | None = None
-        self.simulator: subprocess.Popen | None = None
+        self.simulator: EmbeddedSimulator | None = None
         self._provenance: gevent.Greenlet | None = None
         # Set by a load shape: returns the current stage as RecordMeta fields (stage_level, stage_repeat,
         # stage_phase), so every record says where in the shape it was issued.
@@ -498,23 +497,6 @@ def discover_model(target: Target, timeout: float = DISCOVERY_TIMEOUT_S) -> str 
         client.close()
 
 
-# -- the embedded simulator --------------------------------------------------------------------------------------
-def start_simulator(opts: Any) -> tuple[subprocess.Popen, str]:
-    argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--parent-pid", str(os.getpid())]
-    argv += ["--nice", str(EMBEDDED_NICE), *sim_args_to_argv(vars(opts), prefix="sim_")]
-    # stderr is inherited: the simulator's own complaints (e.g. a bad --sim-* value) reach the user directly. Its own
-    # session: a Ctrl+C in the terminal stops Locust, which cancels its requests, and then the simulator (on quit);
-    # the simulator taking the signal too would cut the streams still in flight into errors.
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
-    line = ""
-    with gevent.Timeout(60, False):
-        line = proc.stdout.readline()
-    if not line.startswith("slabench simulator listening on "):
-        proc.kill()
-        raise UserError("the embedded simulator did not start (see its message above); check the --sim-* options")
-    return proc, line.rsplit(" ", 1)[-1].strip()
-
-
 _sigint_watcher: Any = None  # one per process (tests may create several environments)
 
 
@@ -563,7 +545,8 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     if any(getattr(u, "host", None) for u in environment.user_classes):
         return
     try:
-        hub.simulator, environment.host = start_simulator(environment.parsed_options)
+        hub.simulator = EmbeddedSimulator(sim_args_to_argv(vars(environment.parsed_options), prefix="sim_"))
+        environment.host = hub.simulator.url
     except UserError as e:
         fail_at_start(environment, e)
     log.info("slabench: no --host given; embedded simulator at %s", environment.host)
@@ -596,8 +579,7 @@ def _start_no_users(*_: Any, **__: Any) -> None:
 def _on_quitting(environment: Environment, **_: Any) -> None:
     hub: RecordHub | None = getattr(environment, "slabench", None)
     if hub is not None and hub.simulator is not None:
-        hub.simulator.terminate()
-        hub.simulator.wait(5)
+        hub.simulator.stop()
 
 
 def install(hooks: Any = events) -> None:
@@ -643,6 +625,11 @@ class LLMUser(User):
     error_backoff_s = 1.0  # after a connect error, so a dead host is not hammered in a tight loop
     max_backoff_s = 30.0  # the longest a Retry-After (or the 503 backoff) holds a closed-loop user
     first_backoff_s = 0.5  # a 429/503 without Retry-After: 0.5, 1, 2, ... s while they go on, up to max_backoff_s
+
+    @classmethod
+    def check_items(cls, items: Sequence[OpenLoopItem]) -> None:
+        """Open loop, when the shape has planned its items and before any load: raise UserError for items this user
+        cannot send (a subclass's rules; every item is fine here)."""
 
     def on_start(self) -> None:
         self.hub: RecordHub = self.environment.slabench

@@ -22,6 +22,7 @@ stopped before sending, a `dropped`/`not_sent` record.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import logging
@@ -258,7 +259,8 @@ class Dispatcher:
         for item in self.items:
             sleep_until(self.t0 + item.due - max(self.prepare_ahead, self.lead), self.clock)
             if item.index not in self.prepared:
-                self.prepared[item.index] = self.prepare(item, self.env)
+                with contextlib.suppress(Exception):  # the send prepares it again and records why it failed
+                    self.prepared[item.index] = self.prepare(item, self.env)
             gevent.sleep(0)  # payload building is CPU work: let due sends go first
 
     def _user(self) -> Any:

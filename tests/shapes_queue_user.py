@@ -17,9 +17,9 @@ install()
 class PreparedQueueUser(LLMUser):
     @classmethod
     def prepare_item(cls, item: OpenLoopItem, environment: Any) -> dict:
-        from slabench.workload import QueueItem, build_item, build_messages
+        from slabench.workload import build_item, build_messages
 
-        call = build_item(QueueItem(item.index, item.account, item.offset_s, item.seed, item.kind))
+        call = build_item(item)
         return {"messages": build_messages(call, "terse"), "at": time.perf_counter()}
 
     @task

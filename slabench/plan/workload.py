@@ -96,7 +96,7 @@ def _lengths(chunk: Sequence[tuple[str, int, float, int, str]], task: str) -> li
 
     out = []
     for account, seed, offset, index, kind in chunk:
-        item = build_item(QueueItem(index, account, offset, seed, kind))
+        item = build_item(QueueItem(index=index, offset_s=offset, account=account, seed=seed, kind=kind))
         out.append((prompt_tokens(item, task), item.output_tokens(task)))  # type: ignore[arg-type]
     return out
 
@@ -172,8 +172,8 @@ def dataset_load(dataset_dir: str | Path, kind: str, task: str, workers: int = 2
 
 
 def read_queue(path: str | Path):
-    """The queue file's rows (`shapes.queuefile`), errors naming --queue."""
-    from slabench.shapes.queuefile import read_queue_file
+    """The queue file's rows (`slabench.queue`), errors naming --queue."""
+    from slabench.queue import read_queue_file
 
     try:
         return read_queue_file(path)

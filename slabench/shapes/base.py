@@ -48,6 +48,7 @@ class Plan:
     user_class: str | None = None  # open loop: the User class whose task sends each item
     end: float = 0.0  # seconds after the start: plan end (closed loop) or last due time (open loop)
     text: str = ""  # one line for the log
+    source: str = ""  # where the items come from (a queue file, the dataset), for messages about them
 
 
 def span_stage(span: Span | None, unit: StageUnit | None) -> dict[str, Any]:
@@ -116,7 +117,14 @@ class SlabenchShape(LoadTestShape):
         opts = environment.parsed_options
         key = tuple(sorted((k, repr(v)) for k, v in vars(opts).items() if k not in _FILLED_IN_AFTER_INIT))
         if self._cache is None or self._cache[0] != key:
-            self._cache = (key, self.build(opts, environment))
+            plan = self.build(opts, environment)
+            if plan.items:  # the user class's own rules for what it is handed, before any load
+                user_class = next(c for c in environment.user_classes if c.__name__ == plan.user_class)
+                try:
+                    user_class.check_items(plan.items)
+                except UserError as e:
+                    raise UserError(f"{plan.source}: {e}" if plan.source else str(e)) from None
+            self._cache = (key, plan)
         return self._cache[1]
 
     # Locust resets the shape clock at start_shape and again inside the first runner.start (after test_start

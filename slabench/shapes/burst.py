@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from slabench.queue import read_queue_file
 from slabench.shapes.base import OpenLoopShape, Plan, install, open_loop_user_class, opt_float, opt_int
 from slabench.shapes.items import burst_items
-from slabench.shapes.queuefile import dataset_queue, read_queue_file
 from slabench.shapes.schedules import Span, check_int, check_positive
 
 
@@ -45,15 +45,17 @@ class BurstShape(OpenLoopShape):
         repeat = check_int(opt_int(opts, "burst_repeat"), "--burst-repeat", 0)
         user_class = open_loop_user_class(environment)
         if opts.burst_queue:
-            rows, kind, source = read_queue_file(opts.burst_queue), "queue", str(opts.burst_queue)
+            rows, source = read_queue_file(opts.burst_queue), str(opts.burst_queue)
         else:
+            from slabench.workload import load_queue  # the dataset's queue, checked against its manifest
+
             kind = str(opts.burst_kind)
-            rows, source = dataset_queue(opts.burst_dataset_dir, kind), f"{opts.burst_dataset_dir} ({kind})"
-        items = burst_items(rows, scale, stride, repeat, kind)
+            rows, source = load_queue(opts.burst_dataset_dir, kind), f"{opts.burst_dataset_dir} ({kind})"
+        items = burst_items(rows, scale, stride, repeat)
         end = items[-1].due
         span = Span(0.0, end, None, repeat, "hold")
         text = f"{len(items)} of {len(rows)} queued requests from {source} over {end:.1f} s (time scale {scale:g})"
-        return Plan(spans=(span,), level_unit=None, items=tuple(items), user_class=user_class, end=end, text=text)
+        return Plan((span,), None, tuple(items), user_class, end, text, source)
 
 
 install(BurstShape)

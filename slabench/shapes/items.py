@@ -5,31 +5,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from slabench.openloop import OpenLoopItem
+from slabench.queue import QueueItem
 from slabench.record import StageUnit, stage_fields
-from slabench.shapes.queuefile import QueueRow
 from slabench.shapes.schedules import Arrival, check_positive, stride_indices
 
 
 def burst_items(
-    rows: Sequence[QueueRow], time_scale: float = 1.0, stride: int = 0, repeat: int = 0, kind: str = "queue"
+    rows: Sequence[QueueItem], time_scale: float = 1.0, stride: int = 0, repeat: int = 0
 ) -> list[OpenLoopItem]:
     """The rows a replay sends (every stride-th, see `stride_indices`) with due = offset / time_scale; stamped
-    stage_repeat = repeat, stage_phase = "hold". Item ids are the row's, else ``<kind>-<index:05d>`` (the workload's
-    queue ids)."""
+    stage_repeat = repeat, stage_phase = "hold"."""
     check_positive(time_scale, "--burst-time-scale")
     out = []
     for i in stride_indices(len(rows), time_scale, stride):
         r = rows[i]
-        k = r.kind or kind
         out.append(
             OpenLoopItem(
                 index=r.index,
                 due=r.offset_s / time_scale,
                 offset_s=r.offset_s,
                 account=r.account,
-                item_id=r.item_id or f"{k}-{r.index:05d}",
+                item_id=r.item_id,
                 seed=r.seed,
-                kind=k,
+                kind=r.kind,
                 **stage_fields(None, None, repeat, "hold"),
             )
         )

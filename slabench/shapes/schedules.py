@@ -319,22 +319,6 @@ def _invert_linear(r0: float, r1: float, length: float, c: float) -> float:
 
 
 # -- replayed queues -----------------------------------------------------------------------------------------------
-def check_offsets(offsets: Sequence[float], where: Sequence[str] | None = None) -> None:
-    """Offsets must be finite, ≥ 0 and non-decreasing. `where[i]` names row i in messages (e.g. ``file:line``)."""
-    prev = 0.0
-    for i, off in enumerate(offsets):
-        loc = where[i] if where is not None else f"item {i}"
-        if not math.isfinite(off) or off < 0:
-            raise UserError(f"{loc}: offset {off!r} is negative or not a number — offsets are seconds ≥ 0")
-        if off < prev:
-            raise UserError(
-                f"{loc}: offset {off:g} is earlier than the previous one ({prev:g}) — sort the queue by offset"
-            )
-        prev = off
-    if not offsets:
-        raise UserError("the queue is empty")
-
-
 def stride_indices(n: int, time_scale: float, stride: int = 0) -> range:
     """Which of `n` queue rows a time-scaled replay sends: every `stride`-th from the first. Stride 0 means "keep
     the request rate": round(time_scale) for speed-ups, 1 otherwise."""

@@ -70,12 +70,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def sim_args_to_argv(values: dict, prefix: str = "") -> list[str]:
-    """Inverse of add_sim_options (with `prefix` as in the caller's namespace) for starting a simulator process."""
+    """Inverse of add_sim_options (with `prefix` as in the caller's namespace) for starting a simulator process;
+    options not in `values`, or None, are left to the simulator's defaults."""
     probe = argparse.ArgumentParser(add_help=False)
     add_sim_options(probe)
     argv = []
     for action in probe._actions:
-        value = values[prefix + action.dest]
+        value = values.get(prefix + action.dest)
         if value not in (None, ""):
             argv += [action.option_strings[0], str(value)]
     return argv

@@ -41,13 +41,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from slabench import provenance
 from slabench.errors import ExitCode, UserError
 from slabench.schema import SWEEP, SWEEP_RUN, FileSchema
-from slabench.sim.cli import EMBEDDED_NICE
+from slabench.sim.cli import sim_args_to_argv
+from slabench.sim.embedded import EmbeddedSimulator
 from slabench.sweep.config import SweepConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGE_PLUGIN = Path(__file__).with_name("locust_stage.py")
 STARTUP_S = 3.0  # rough per-run start-up (python + locust import, users spawning) for the ETA
-SIM_START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 20.0
 
 
@@ -157,52 +157,11 @@ def check_target(url: str, insecure: bool = False, timeout: float = 5.0) -> None
         ) from None
 
 
-class Simulator:
-    """One `slabench simulate` process for the whole sweep (it also exits if this process dies)."""
-
-    def __init__(self, cfg: SweepConfig, log_path: Path) -> None:
-        s = cfg.simulator
-        argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--parent-pid", str(os.getpid())]
-        argv += ["--nice", str(EMBEDDED_NICE), "--ttft", str(s.ttft), "--itl", str(s.itl), "--jitter", str(s.jitter)]
-        argv += ["--output-tokens", str(s.output_tokens), "--stream-interval", str(s.stream_interval)]
-        argv += ["--seed", str(cfg.seed)]
-        for flag, value in (
-            ("--profile", s.profile),
-            ("--model-profile", s.model_profile),
-            ("--max-num-seqs", s.max_num_seqs),
-        ):
-            if value is not None:
-                argv += [flag, str(value)]
-        argv += s.args
-        self.argv = argv
-        self.log_path = log_path
-        self._log = log_path.open("a", encoding="utf-8")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True)
-        line = self._first_line()
-        if not line.startswith("slabench simulator listening on "):
-            self.stop()
-            tail = log_path.read_text(encoding="utf-8").strip().splitlines()
-            raise UserError(f"the embedded simulator did not start: {tail[-1] if tail else line or 'no output'}")
-        self.url = line.rsplit(" ", 1)[-1].strip()
-
-    def _first_line(self) -> str:
-        import selectors
-
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        if not sel.select(SIM_START_TIMEOUT_S):
-            return ""
-        return self.proc.stdout.readline().strip()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
+def start_simulator(cfg: SweepConfig, log_path: Path) -> EmbeddedSimulator:
+    """One simulator for the whole sweep, its messages in `log_path`."""
+    s = cfg.simulator
+    options = {**s.model_dump(exclude={"args"}), "seed": cfg.seed}
+    return EmbeddedSimulator([*sim_args_to_argv(options), *s.args], log=log_path)
 
 
 # -- one run -----------------------------------------------------------------------------------------------------
@@ -345,7 +304,7 @@ class SweepRunner:
                 self.meta["provenance"] = provenance.collect(url, t.api_key_env, t.insecure)
             else:
                 refuse_simulator_in_cluster(self.config_path)
-                sim = Simulator(self.cfg, self.dir / "simulator.log")
+                sim = start_simulator(self.cfg, self.dir / "simulator.log")
                 url = sim.url
                 self.meta["simulator"] = {"url": url, "argv": sim.argv[1:]}
                 self.meta["target"] = self._target(url)

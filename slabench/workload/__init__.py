@@ -5,7 +5,7 @@ What a load test uses::
 
     from slabench.workload import load_golden, load_queue, build_item, build_messages, score_answer
 
-    queue = load_queue("datasets", kind="burst")      # QueueItem(index, account, offset_s, seed, kind)
+    queue = load_queue("datasets", kind="burst")      # QueueItem(index, offset_s, account, seed, kind)
     item = build_item(queue[0])                       # GradingItem: transcript + ground truth, rebuilt from the seed
     messages = build_messages(item, task="verbose")   # OpenAI chat messages; system prompt cached per account
     result = score_answer(answer_text, item, task="verbose")  # QualityResult; never raises for a bad answer
@@ -19,6 +19,7 @@ All settings default to the packaged `assumptions.yaml` (`load_settings()`); eve
 use another.
 """
 
+from slabench.queue import QueueItem
 from slabench.workload.accounts import WorkloadSettings, load_settings
 from slabench.workload.dataset import (
     build_item,
@@ -40,7 +41,7 @@ from slabench.workload.quality import (
     simulated_answer,
     summarize_quality,
 )
-from slabench.workload.queue import QUEUE_KINDS, QueueItem
+from slabench.workload.queue import QUEUE_KINDS
 from slabench.workload.transcripts import GradingItem
 
 __all__ = [

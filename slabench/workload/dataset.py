@@ -16,14 +16,16 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import json
-import math
 from pathlib import Path
+from typing import Protocol
 
 from slabench.errors import UserError
+from slabench.queue import QueueItem, parse_queue_text
 from slabench.workload.accounts import WorkloadSettings, load_settings
 from slabench.workload.golden import build_golden, golden_counts, golden_row, parse_golden
-from slabench.workload.queue import QUEUE_KINDS, QueueItem, QueueKind, account_counts, build_queue
+from slabench.workload.queue import QUEUE_KINDS, QueueKind, account_counts, build_queue
 from slabench.workload.transcripts import ESTIMATOR, GradingItem, generate_call
 
 # Bump whenever the same (settings, seed) would produce different bytes or different rebuilt calls.
@@ -210,39 +212,29 @@ def load_golden(dataset_dir: str | Path = "datasets", settings: WorkloadSettings
 
 
 def parse_queue(path: Path, text: str, settings: WorkloadSettings, kind: str) -> list[QueueItem]:
-    """Validate queue CSV text: exact header, consecutive indexes, known accounts, offsets in the window and
-    non-decreasing, non-negative integer seeds. Errors name ``file:line: field``."""
-    duration = settings.queue.duration_s
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader, None)
+    """The one queue parser (`slabench.queue`) with the dataset's rules: its exact header, indexes numbered from 0
+    in order, known accounts, a seed on every row, offsets inside the queue window. Errors name ``file:line: field``."""
+    header = next(csv.reader(io.StringIO(text)), None)
     if header != QUEUE_HEADER:
         raise UserError(f"{path}:1: header: expected {','.join(QUEUE_HEADER)} (got {','.join(header or [])!r})")
-    items: list[QueueItem] = []
-    prev = 0.0
-    for lineno, row in enumerate(reader, start=2):
-        where = f"{path}:{lineno}"
-        if len(row) != 4:
-            raise UserError(f"{where}: expected 4 fields ({','.join(QUEUE_HEADER)}), got {len(row)}")
-        idx_s, acct, off_s, seed_s = row
-        if not idx_s.isdigit() or int(idx_s) != len(items):
-            raise UserError(f"{where}: index: expected {len(items)} (rows are numbered from 0 in order), got {idx_s!r}")
-        if acct not in settings.accounts:
-            raise UserError(f"{where}: account: unknown account {acct!r} (known: {', '.join(settings.accounts)})")
-        try:
-            off = float(off_s)
-        except ValueError:
-            raise UserError(f"{where}: offset_s: not a number ({off_s!r})") from None
-        if not math.isfinite(off) or not 0.0 <= off < duration:
-            raise UserError(f"{where}: offset_s: {off_s} is outside the queue window [0, {duration:g})")
-        if off < prev:
-            raise UserError(f"{where}: offset_s: {off_s} is earlier than the previous row's (rows are in time order)")
-        if not seed_s.isdigit():
-            raise UserError(f"{where}: seed: must be a non-negative integer (got {seed_s!r})")
-        items.append(QueueItem(len(items), acct, off, int(seed_s), kind))
-        prev = off
-    if not items:
+    duration = settings.queue.duration_s
+    position = itertools.count()
+
+    def check(item: QueueItem, where: str) -> None:
+        expected = next(position)
+        if item.index != expected:
+            raise UserError(
+                f"{where}: index: expected {expected} (rows are numbered from 0 in order), got {item.index}"
+            )
+        if item.account is None or item.seed is None:
+            raise UserError(f"{where}: every row of the dataset's queue needs its account and seed")
+        settings.account(item.account, where=f"{where}: account")
+        if not 0.0 <= item.offset_s < duration:
+            raise UserError(f"{where}: offset_s: {item.offset_s:g} is outside the queue window [0, {duration:g})")
+
+    if len(text.strip().splitlines()) < 2:
         raise UserError(f"{path}: the queue has no rows")
-    return items
+    return parse_queue_text(text, str(path), kind=kind, check=check)
 
 
 def load_queue(
@@ -264,19 +256,28 @@ def load_queue(
     return items
 
 
-def build_item(
-    item: QueueItem | GradingItem, settings: WorkloadSettings | None = None, token_scale: float = 1.0
-) -> GradingItem:
-    """The call behind a queue item, rebuilt from its seed (a golden call is returned as it is, unless `token_scale`
-    asks for its transcript sized in a model's tokens: then it too is rebuilt from its seed)."""
-    if isinstance(item, GradingItem):
-        if token_scale == 1.0:
-            return item
-        return generate_call(settings or load_settings(), item.account, item.seed, item.item_id, token_scale)
+class NamesACall(Protocol):
+    """What names a call: a queue row (`slabench.queue.QueueItem`), a scheduled open-loop item, a golden call."""
+
+    @property
+    def account(self) -> str | None: ...
+    @property
+    def seed(self) -> int | None: ...
+    @property
+    def item_id(self) -> str: ...
+
+
+def build_item(item: NamesACall, settings: WorkloadSettings | None = None, token_scale: float = 1.0) -> GradingItem:
+    """The call an item names, rebuilt from its account and seed (a golden call is returned as it is, unless
+    `token_scale` asks for its transcript sized in a model's tokens: then it too is rebuilt from its seed)."""
+    if isinstance(item, GradingItem) and token_scale == 1.0:
+        return item
+    if item.account is None or item.seed is None:
+        raise UserError(f"item {item.item_id}: names no call (a call is named by its account and seed)")
     return generate_call(settings or load_settings(), item.account, item.seed, item.item_id, token_scale)
 
 
-def item_ref(item: QueueItem | GradingItem) -> str:
+def item_ref(item: NamesACall) -> str:
     """A short reference from which `item_from_ref` rebuilds the call: ``<item id>|<account>|<seed>``. Lets a
     request carry its item to the simulator's grading mode (e.g. in the OpenAI ``user`` field) without the
     transcript or the ground truth."""

@@ -10,9 +10,9 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: render to files, never to a screen
 import matplotlib.pyplot as plt
 
+from slabench.queue import QueueItem
 from slabench.workload.accounts import WorkloadSettings
 from slabench.workload.prompts import prompt_tokens
-from slabench.workload.queue import QueueItem
 from slabench.workload.stats import ESTIMATOR, per_second_counts
 from slabench.workload.transcripts import GradingItem
 

@@ -19,27 +19,14 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from dataclasses import dataclass
 from typing import Literal
 
+from slabench.queue import QueueItem
 from slabench.workload.accounts import WorkloadSettings
 
 QueueKind = Literal["burst", "gamma"]
 QUEUE_KINDS: tuple[QueueKind, ...] = ("burst", "gamma")
 SEED_BITS = 48  # item seeds: unique, and short enough to keep the CSV small
-
-
-@dataclass(frozen=True, slots=True)
-class QueueItem:
-    index: int  # position in arrival order, 0-based
-    account: str
-    offset_s: float  # arrival offset from the start of the run, seconds (non-decreasing with index)
-    seed: int  # rebuilds the call: build_item(item)
-    kind: str = "burst"
-
-    @property
-    def item_id(self) -> str:
-        return f"{self.kind}-{self.index:05d}"
 
 
 def derive_seed(seed: int, label: str) -> int:
@@ -119,5 +106,5 @@ def build_queue(
         while s in taken:
             s = seeds.getrandbits(SEED_BITS)
         taken.add(s)
-        items.append(QueueItem(i, acct, t, s, kind))
+        items.append(QueueItem(index=i, offset_s=t, account=acct, seed=s, kind=kind))
     return items

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slabench.queue import QueueItem
 from slabench.workload.accounts import WorkloadSettings
 from slabench.workload.prompts import TASKS, prompt_tokens
-from slabench.workload.queue import QueueItem
 from slabench.workload.transcripts import ESTIMATOR, GradingItem
 
 PCTS = (10, 50, 90, 99)

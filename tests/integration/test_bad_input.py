@@ -271,3 +271,13 @@ def test_hydrate_against_a_silent_endpoint_gives_up_within_a_minute(tmp_path):
     assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
     assert "no answer" in res.stderr and "s3://bucket/m/rev" in res.stderr, res.stderr[-2000:]
     assert not Path(tmp_path / "dest" / "config.json").exists()
+
+
+def test_an_embedded_simulator_that_does_not_start_stops_the_run_at_once(tmp_path):
+    res = run_locust("-f", CHAT, "-u", "1", "-t", "30s", "--records", str(tmp_path / "r.jsonl"),
+                     "--sim-profile", "no-such-card")  # fmt: skip
+    assert res.returncode == 3, res.stderr[-2000:]
+    lines = locust_error(res)
+    assert any("no-such-card" in x for x in lines), lines  # the simulator's own complaint
+    assert any("the embedded simulator did not start: its message is above" in x for x in lines), lines
+    assert not (tmp_path / "r.jsonl").exists()

@@ -231,3 +231,14 @@ def test_distributed_runs_with_processes(tmp_path):
         assert len({r.worker_id for r in recs}) == 2 and "local" not in {r.worker_id for r in recs}
     summary = json.loads((out / "dist" / "summary.json").read_text())
     assert summary["levels"][0]["metrics"]["ttft_p50"]["n"] == 2
+
+
+def test_a_simulator_that_does_not_start_is_one_line_naming_its_complaint(tmp_path):
+    text = SWEEP.format(duration=4, warmup=1).replace("simulator:\n", "simulator:\n  profile: no-such-card\n", 1)
+    cfg = write_config(tmp_path, text)
+    p = sweep("sweep", "--config", str(cfg), "--output-dir", str(tmp_path / "runs"), "--sweep-id", "nosim", timeout=90)
+    assert p.returncode == 3, p.stderr
+    (line,) = [x for x in p.stderr.splitlines() if x.startswith("slabench:")]
+    assert line.startswith("slabench: the embedded simulator did not start: unknown gpu profile 'no-such-card'"), line
+    assert not list((tmp_path / "runs" / "nosim").glob("*/*"))  # no locust run was started
+    assert json.loads((tmp_path / "runs" / "nosim" / "sweep.json").read_text())["status"] == "failed"

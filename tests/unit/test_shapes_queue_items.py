@@ -12,24 +12,27 @@ from locust import HttpUser, TaskSet, task
 from slabench.errors import UserError
 from slabench.locust_plugin import LLMUser
 from slabench.openloop import OpenLoopItem, lateness_summary, merge_reports, per_second, summary_line
+from slabench.queue import QueueItem, parse_queue_text, read_queue_file
 from slabench.record import StageUnit
 from slabench.shapes.base import StageClock, check_user_class, span_stage
 from slabench.shapes.items import arrival_items, burst_items
-from slabench.shapes.queuefile import QueueRow, parse_queue_text, read_queue_file
 from slabench.shapes.schedules import Arrival, Span, partition, step_plan
 
 
 # -- queue files -----------------------------------------------------------------------------------------------------
 def test_dataset_style_csv():
     rows = parse_queue_text("index,account,offset_s,seed\n0,A,0.0,11\n1,B,0.5,12\n2,A,0.5,13\n", "q.csv")
-    assert rows == [QueueRow(0, 0.0, "A", 11), QueueRow(1, 0.5, "B", 12), QueueRow(2, 0.5, "A", 13)]
+    assert rows == [QueueItem(0, 0.0, "A", 11), QueueItem(1, 0.5, "B", 12), QueueItem(2, 0.5, "A", 13)]
+    assert [r.item_id for r in rows] == ["queue-00000", "queue-00001", "queue-00002"]
+    assert parse_queue_text("offset_s\n0\n", "q.csv", kind="burst")[0].item_id == "burst-00000"
 
 
 def test_minimal_csv_and_jsonl():
     assert [r.offset_s for r in parse_queue_text("offset\n0\n1.25\n", "q.csv")] == [0.0, 1.25]
     text = '{"offset_s": 0.1, "item_id": "x"}\n\n{"offset_s": 0.2, "account": "C", "seed": 5}\n'
     rows = parse_queue_text(text, "q.jsonl")
-    assert rows == [QueueRow(0, 0.1, item_id="x"), QueueRow(1, 0.2, "C", 5)]
+    assert rows == [QueueItem(0, 0.1, own_id="x"), QueueItem(1, 0.2, "C", 5)]
+    assert [r.item_id for r in rows] == ["x", "queue-00001"]
 
 
 @pytest.mark.parametrize(
@@ -64,12 +67,12 @@ def test_read_queue_file_errors(tmp_path):
 
 
 # -- items -----------------------------------------------------------------------------------------------------------
-def _rows(n: int) -> list[QueueRow]:
-    return [QueueRow(i, i * 0.1, "A", 100 + i) for i in range(n)]
+def _rows(n: int) -> list[QueueItem]:
+    return [QueueItem(i, i * 0.1, "A", 100 + i, kind="burst") for i in range(n)]
 
 
 def test_burst_items_time_scale_and_stride():
-    items = burst_items(_rows(100), time_scale=10, kind="burst")
+    items = burst_items(_rows(100), time_scale=10)
     assert [it.index for it in items] == list(range(0, 100, 10))
     assert items[3].due == pytest.approx(3.0 / 10)  # offset 3.0 s, ten times faster
     assert items[3].offset_s == pytest.approx(3.0)
@@ -85,7 +88,7 @@ def test_burst_items_time_scale_and_stride():
 
 def test_a_strided_replay_keeps_the_request_rate():
     offsets = np.cumsum(np.random.default_rng(0).exponential(0.01, 20000))  # ~100 req/s
-    rows = [QueueRow(i, float(t)) for i, t in enumerate(offsets)]
+    rows = [QueueItem(i, float(t)) for i, t in enumerate(offsets)]
     full = burst_items(rows)
     fast = burst_items(rows, time_scale=20)
     rate = lambda items: len(items) / items[-1].due  # noqa: E731

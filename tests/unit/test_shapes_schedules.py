@@ -12,12 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slabench.errors import UserError
+from slabench.queue import check_offsets
 from slabench.shapes.schedules import (
     OFFICE_DAY,
     Diurnal,
     Span,
     _invert_linear,
-    check_offsets,
     curve_rate,
     parse_curve,
     parse_levels,

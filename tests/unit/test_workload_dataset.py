@@ -133,14 +133,14 @@ def _edit_queue(d: Path, line: int, new: str) -> Path:
     ("line", "new", "says"),
     [
         (1, "index,account,offset,seed", "1: header: expected index,account,offset_s,seed"),
-        (10, "9,A,1.800000,123", "10: index: expected 8 (rows are numbered from 0 in order), got '9'"),
+        (10, "9,A,1.800000,123", "10: index: expected 8 (rows are numbered from 0 in order), got 9"),
         (10, "8,Q,1.800000,123", "10: account: unknown account 'Q'"),
-        (10, "8,A,fast,123", "10: offset_s: not a number"),
+        (10, "8,A,fast,123", "10: offset_s: 'fast' is not a number"),
         (10, "8,A,200.5,123", "10: offset_s: 200.5 is outside the queue window [0, 195)"),
         (10, "8,A,-1,123", "10: offset_s: -1 is outside the queue window"),
-        (10, "8,A,0.000001,123", "10: offset_s: 0.000001 is earlier than the previous row's"),
-        (10, "8,A,1.8,-5", "10: seed: must be a non-negative integer"),
-        (10, "8,A,1.8", "10: expected 4 fields"),
+        (10, "8,A,0.000001,123", "10: offset 1e-06 is earlier than the previous one"),
+        (10, "8,A,1.8,-5", "10: seed: '-5' is not a non-negative integer"),
+        (10, "8,A,1.8", "10: every row of the dataset's queue needs its account and seed"),
     ],
 )
 def test_hand_edited_queue_row_names_file_line_and_field(ds, line, new, says):

@@ -1,4 +1,4 @@
-"""Replay queues: a queue file (CSV or JSONL of offsets) or the workload dataset's burst/gamma queue.
+"""Replay queues, and the one type a queued request is: `QueueItem`.
 
 A queue file has one scheduled request per row, sorted by offset (seconds from the start, ≥ 0):
 
@@ -6,8 +6,8 @@ A queue file has one scheduled request per row, sorted by offset (seconds from t
           `prompt_tokens` and `output_tokens` (the request's lengths, for `slabench plan`: both on every row, or none)
     JSONL {"offset_s": 0.25, "account": "A", "seed": 123, "item_id": "x"}   (same keys)
 
-The dataset's own `queue_burst.csv` (index,account,offset_s,seed) is such a file; `dataset_queue` reads it through the
-workload's loader, which also checks it against the dataset manifest.
+The workload dataset's `queue_burst.csv` / `queue_gamma.csv` (index,account,offset_s,seed) are such files, read by
+the same parser with the dataset's own rules added (`slabench.workload.load_queue`).
 """
 
 from __future__ import annotations
@@ -16,26 +16,49 @@ import csv
 import io
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from slabench.errors import UserError
-from slabench.shapes.schedules import check_offsets
 
 OFFSET_KEYS = ("offset_s", "offset")
 LENGTH_KEYS = ("prompt_tokens", "output_tokens")
 
 
 @dataclass(frozen=True, slots=True)
-class QueueRow:
+class QueueItem:
+    """One queued request, due `offset_s` after the start. With an account and a seed it names a QA-grading call,
+    rebuilt from them (`slabench.workload.build_item`); with lengths, what `slabench plan` replays."""
+
     index: int
     offset_s: float
     account: str | None = None
     seed: int | None = None
-    item_id: str | None = None
-    kind: str | None = None
+    kind: str = "queue"  # "burst" | "gamma" (the dataset's queues), "queue" (a file's), or the file's own
+    own_id: str | None = None  # the row's item_id, when the file gives one
     prompt_tokens: int | None = None
     output_tokens: int | None = None
+
+    @property
+    def item_id(self) -> str:
+        return self.own_id or f"{self.kind}-{self.index:05d}"
+
+
+def check_offsets(offsets: Sequence[float], where: Sequence[str] | None = None) -> None:
+    """Offsets must be finite, ≥ 0 and non-decreasing. `where[i]` names row i in messages (e.g. ``file:line``)."""
+    prev = 0.0
+    for i, off in enumerate(offsets):
+        loc = where[i] if where is not None else f"item {i}"
+        if not math.isfinite(off) or off < 0:
+            raise UserError(f"{loc}: offset {off!r} is negative or not a number — offsets are seconds ≥ 0")
+        if off < prev:
+            raise UserError(
+                f"{loc}: offset {off:g} is earlier than the previous one ({prev:g}) — sort the queue by offset"
+            )
+        prev = off
+    if not offsets:
+        raise UserError("the queue is empty")
 
 
 def _number(value: object, where: str, key: str) -> float:
@@ -69,7 +92,7 @@ def _length(value: object, where: str, key: str) -> int:
     return value
 
 
-def _row(d: dict, where: str, position: int, lengths: bool) -> QueueRow:
+def _row(d: dict, where: str, position: int, lengths: bool, kind: str) -> QueueItem:
     key = next((k for k in OFFSET_KEYS if k in d and d[k] not in (None, "")), None)
     if key is None:
         raise UserError(f"{where}: no offset_s — every row needs its offset in seconds from the start")
@@ -78,23 +101,26 @@ def _row(d: dict, where: str, position: int, lengths: bool) -> QueueRow:
         index = int(_number(d["index"], where, "index"))
     account = d.get("account")
     item_id = d.get("item_id")
-    return QueueRow(
+    return QueueItem(
         index=index,
         offset_s=_number(d[key], where, key),
         account=str(account) if account not in (None, "") else None,
         seed=_seed(d.get("seed"), where),
-        item_id=str(item_id) if item_id not in (None, "") else None,
-        kind=str(d["kind"]) if d.get("kind") not in (None, "") else None,
+        kind=str(d["kind"]) if d.get("kind") not in (None, "") else kind,
+        own_id=str(item_id) if item_id not in (None, "") else None,
         prompt_tokens=_length(d.get("prompt_tokens"), where, "prompt_tokens") if lengths else None,
         output_tokens=_length(d.get("output_tokens"), where, "output_tokens") if lengths else None,
     )
 
 
-def parse_queue_text(text: str, source: str) -> list[QueueRow]:
+def parse_queue_text(
+    text: str, source: str, kind: str = "queue", check: Callable[[QueueItem, str], None] | None = None
+) -> list[QueueItem]:
     """Rows of a CSV or JSONL queue (JSONL if the first non-blank character is `{`), validated: offsets finite,
     ≥ 0 and sorted; indexes unique; lengths on every row when the header (CSV) or the first row (JSONL) has them.
-    Errors name ``source:line``."""
-    rows: list[QueueRow] = []
+    `kind`: the rows' kind where they name none. `check(item, where)`: a caller's own rules for each row (the
+    dataset's: known accounts, its time window). Errors name ``source:line``."""
+    rows: list[QueueItem] = []
     where: list[str] = []
     lengths: bool | None = None  # does this queue carry lengths? decided by the header or the first row
     if text.lstrip().startswith("{"):
@@ -109,7 +135,7 @@ def parse_queue_text(text: str, source: str) -> list[QueueRow]:
                 raise UserError(f"{source}:{n}: not a JSON object")
             if lengths is None:
                 lengths = any(k in d for k in LENGTH_KEYS)
-            rows.append(_row(d, f"{source}:{n}", len(rows), lengths))
+            rows.append(_row(d, f"{source}:{n}", len(rows), lengths, kind))
             where.append(f"{source}:{n}")
     else:
         reader = csv.DictReader(io.StringIO(text))
@@ -118,8 +144,11 @@ def parse_queue_text(text: str, source: str) -> list[QueueRow]:
         lengths = any(k in reader.fieldnames for k in LENGTH_KEYS)
         for d in reader:
             n = reader.line_num
-            rows.append(_row(d, f"{source}:{n}", len(rows), lengths))
+            rows.append(_row(d, f"{source}:{n}", len(rows), lengths, kind))
             where.append(f"{source}:{n}")
+    if check is not None:
+        for r, w in zip(rows, where, strict=True):
+            check(r, w)
     check_offsets([r.offset_s for r in rows], where)
     seen: dict[int, str] = {}
     for r, w in zip(rows, where, strict=True):
@@ -129,7 +158,7 @@ def parse_queue_text(text: str, source: str) -> list[QueueRow]:
     return rows
 
 
-def read_queue_file(path: str | Path) -> list[QueueRow]:
+def read_queue_file(path: str | Path) -> list[QueueItem]:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -140,13 +169,3 @@ def read_queue_file(path: str | Path) -> list[QueueRow]:
     if not text.strip():
         raise UserError(f"--burst-queue {p}: the file is empty")
     return parse_queue_text(text, str(p))
-
-
-def dataset_queue(dataset_dir: str | Path, kind: str) -> list[QueueRow]:
-    """The workload dataset's queue (`slabench dataset build` writes it), validated by the workload's loader."""
-    from slabench.workload import load_queue
-
-    return [
-        QueueRow(q.index, q.offset_s, q.account, q.seed, q.item_id, q.kind)
-        for q in load_queue(dataset_dir, kind)  # type: ignore[arg-type]
-    ]
