@@ -270,7 +270,7 @@ def aggregate(
         jobs = [sorted(by_level[lv], key=lambda ra: ra[0].repeat) for lv in order]
         levels = list(pool.map(lambda lv_runs: _level(lv_runs[0], lv_runs[1], slo_obj), zip(order, jobs, strict=True)))
     opts = cliff_options or cliff_mod.CliffOptions()
-    cliff = cliff_mod.find_cliff([(lv.level, lv.metrics) for lv in levels], opts)
+    cliff = cliff_mod.find_cliff([(lv.level, lv.metrics) for lv in levels], opts, unit)
     return SweepSummary(
         source=str(root),
         method=METHOD,

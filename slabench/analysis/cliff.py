@@ -124,8 +124,11 @@ def _throughput(series: list[tuple[int, _Est]], o: CliffOptions) -> dict[str, An
     return out
 
 
-def find_cliff(levels: Sequence[tuple[int, Mapping[str, _Est]]], options: CliffOptions | None = None) -> dict:
-    """The cliff over `levels` [(level, {metric key: estimate})], as a JSON-ready dict (see the module doc)."""
+def find_cliff(
+    levels: Sequence[tuple[int | float, Mapping[str, _Est]]], options: CliffOptions | None = None, unit: str = "users"
+) -> dict:
+    """The cliff over `levels` [(level, {metric key: estimate})], as a JSON-ready dict (see the module doc); its
+    message names the levels in `unit` ("users" or "req/s")."""
     o = options or CliffOptions()
     levels = sorted(levels, key=lambda lm: lm[0])
     lat = _latency(_series(levels, o.latency_metric), o)
@@ -144,7 +147,7 @@ def find_cliff(levels: Sequence[tuple[int, Mapping[str, _Est]]], options: CliffO
         level, reason, c = min(found, key=lambda f: f[0])
         result.update(status="found", level=level, last_good_level=c["last_good_level"], reason=reason)
         result["message"] = (
-            f"cliff between level {c['last_good_level']} and {level} ({reason}: {c['metric']}; "
+            f"cliff between {c['last_good_level']:g} and {level:g} {unit} ({reason}: {c['metric']}; "
             f"{c['candidates'][-1]['why']})"
         )
         return result
@@ -155,8 +158,8 @@ def find_cliff(levels: Sequence[tuple[int, Mapping[str, _Est]]], options: CliffO
     elif "inconclusive" in statuses:
         cands = [c for part in (lat, thr) for c in part["candidates"]]
         result["status"] = "inconclusive"
-        result["message"] = "possible cliff at level(s) " + ", ".join(
-            f"{c['level']} ({c['why']})" for c in sorted(cands, key=lambda c: c["level"])
+        result["message"] = "possible cliff at " + ", ".join(
+            f"{c['level']:g} {unit} ({c['why']})" for c in sorted(cands, key=lambda c: c["level"])
         )
     else:
         result["message"] = "no cliff: latency stays near its low-load trend and throughput keeps growing"

@@ -32,7 +32,7 @@ def test_latency_cliff_with_separated_intervals():
     # trend through levels 1 and 2: 0.10 + 0.01/level → 0.17 at level 8; 0.40 ≥ 1.5 × 0.17
     cand = c["latency"]["candidates"][0]
     assert cand["trend"] == pytest.approx(0.17) and cand["ratio_to_trend"] == pytest.approx(0.40 / 0.17)
-    assert "between level 4 and 8" in c["message"]
+    assert "between 4 and 8 users" in c["message"]
 
 
 def test_overlapping_intervals_do_not_make_a_cliff():
@@ -104,3 +104,10 @@ def test_latency_that_grows_along_its_trend_is_not_a_cliff():
     # trend: 0.089 + 0.061/level → 0.272 at 4, 0.516 at 8 (both < 1.5×), 1.004 at 16 (2.2×: called)
     assert [x["level"] for x in c["latency"]["candidates"]] == [16]
     assert c["status"] == "found" and c["level"] == 16 and c["last_good_level"] == 8
+
+
+def test_a_rate_sweeps_cliff_is_named_in_requests_per_second():
+    lat = [(0.10, 0.01), (0.11, 0.01), (0.12, 0.01), (0.40, 0.02)]
+    rates = [(rate, m) for rate, (_, m) in zip((0.5, 1, 2.5, 5), levels(lat, LINEAR[:4]), strict=True)]
+    message = find_cliff(rates, unit="req/s")["message"]
+    assert message.startswith("cliff between 2.5 and 5 req/s"), message

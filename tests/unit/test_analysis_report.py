@@ -90,7 +90,7 @@ def test_cliff_is_reported(summary, paths):
     # 0.10 s → 0.10 s → 0.40 s TTFT with tight intervals: a latency cliff between 2 and 4
     assert summary.cliff["status"] == "found" and summary.cliff["level"] == 4
     assert summary.cliff["latency"]["status"] == "found" and summary.cliff["latency"]["level"] == 4
-    assert "cliff between level 2 and 4" in paths["html"].read_text()
+    assert "cliff between 2 and 4 users" in paths["html"].read_text()
 
 
 def test_console_table(summary):
