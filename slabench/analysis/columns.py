@@ -144,15 +144,31 @@ def _list_parts(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def itl_arrays(chunk_times: pa.ChunkedArray, chunk_tokens: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """(one ITL value per token over all rows, mean ITL per row with NaN where a row has no gap): the column-wise
     form of `slabench.metrics.itl` / `mean_itl`."""
-    n = len(chunk_times)
-    flat, lengths, starts = _list_parts(chunk_times)
+    return itl_from_parts(_list_parts(chunk_times), _list_parts(chunk_tokens))
+
+
+def record_itl(r: RequestRecord) -> np.ndarray:
+    """`itl_arrays` for one record (the live view's, per record as it arrives): `metrics.itl(r)` in numpy."""
+    times = np.asarray(r.chunk_times, dtype=float)
+    tokens = np.asarray(r.chunk_tokens or (), dtype=np.int64)
+    one = np.zeros(1, dtype=np.int64)
+    return itl_from_parts((times, np.array([times.size]), one), (tokens, np.array([tokens.size]), one))[0]
+
+
+ListParts = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def itl_from_parts(times: ListParts, tokens: ListParts) -> tuple[np.ndarray, np.ndarray]:
+    """`itl_arrays` on the (flat values, lengths, starts) of the chunk-time and chunk-token lists."""
+    flat, lengths, starts = times
+    n = len(lengths)
     if flat.size == 0:
         return np.empty(0), np.full(n, np.nan)
     # has_gap[j]: element j is a chunk after its row's first, so flat[j] − flat[j − 1] is one of its row's gaps
     has_gap = np.ones(flat.size, dtype=bool)
     has_gap[starts[lengths > 0]] = False
     gaps = np.diff(flat)[has_gap[1:]]
-    tk_flat, tk_len, tk_start = _list_parts(chunk_tokens)
+    tk_flat, tk_len, tk_start = tokens
     if np.array_equal(tk_len, lengths):  # the usual case: a token count for every chunk
         k = np.maximum(tk_flat[has_gap], 1).astype(np.int64)
     elif not tk_len.any():  # no counts at all: one token per chunk

@@ -2,8 +2,8 @@
 every clock reading is passed in, nothing here does I/O or knows Locust.
 
 Definitions (the same as `sla.single_run`, so the live figures and the final verdict speak one language):
-- latencies (TTFT = first_token − sent, ITL per token, TPOT, E2E) from `slabench.metrics` (ITL through its numpy
-  twin `itl_values`), over `ok` records;
+- latencies (TTFT = first_token − sent, ITL per token, TPOT, E2E) from `slabench.metrics` (ITL through the
+  aggregator's own column-wise formula, `slabench.analysis.columns.record_itl`), over `ok` records;
   percentiles are type 7 (numpy ``linear``); ITL percentiles pool every token gap;
 - lateness (sent − scheduled) over every record that has both, whatever its outcome (open loop only);
 - failed share = (error + incomplete) / (records that are not `dropped`); each category's share over the same base;
@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from slabench import metrics
+from slabench.analysis.columns import record_itl
 from slabench.record import Outcome, RequestRecord, StageUnit
 from slabench.webui.quantiles import Quantiles
 
@@ -58,22 +59,6 @@ def finished_wall(r: RequestRecord, arrived: float) -> float:
     return arrived
 
 
-def itl_values(r: RequestRecord) -> np.ndarray:
-    """`metrics.itl` in numpy: the same values in the same order (a unit test holds them equal). The per-token
-    Python loop costs ~0.2 ms for a 256-token record, too much on a master taking hundreds of records a second."""
-    times = np.asarray(r.chunk_times, dtype=float)
-    if times.size < 2:
-        return np.empty(0)
-    gaps = np.diff(times)
-    if r.chunk_tokens is None:
-        return gaps
-    k = np.ones(gaps.size, dtype=np.int64)
-    told = np.asarray(r.chunk_tokens[1 : gaps.size + 1], dtype=np.int64)
-    k[: told.size] = told
-    k = np.maximum(k, 1)
-    return np.repeat(gaps / k, k)
-
-
 def entry(r: RequestRecord, arrived: float) -> Entry:
     ok = r.outcome is Outcome.OK
     return Entry(
@@ -84,7 +69,7 @@ def entry(r: RequestRecord, arrived: float) -> Entry:
         tpot=metrics.tpot(r) if ok else None,
         e2e=metrics.e2e(r) if ok else None,
         lateness=metrics.lateness(r),
-        itl=itl_values(r) if ok else np.empty(0),
+        itl=record_itl(r) if ok else np.empty(0),
         output_tokens=r.completion_tokens if ok else None,
     )
 

@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slabench import metrics
+from slabench.analysis.columns import record_itl
 from slabench.record import ErrorCategory, Outcome, RequestRecord, StageUnit, stage_fields
-from slabench.webui.live import LiveAggregator, Series, itl_values, series_point
+from slabench.webui.live import LiveAggregator, Series, series_point
 
 T0 = 1000.0  # wall clock of monotonic 0 in these records
 
@@ -207,11 +208,11 @@ def test_series_points_and_paging() -> None:
     st.lists(st.floats(min_value=0, max_value=1e4), max_size=40).map(sorted),
     st.one_of(st.none(), st.lists(st.integers(min_value=-1, max_value=5), max_size=45)),
 )
-def test_itl_values_equal_metrics_itl(times: list[float], chunk_tokens: list[int] | None) -> None:
+def test_the_live_views_itl_equals_metrics_itl(times: list[float], chunk_tokens: list[int] | None) -> None:
     r = RequestRecord(
         run_id="r",
         request_id="x",
         chunk_times=tuple(times),
         chunk_tokens=None if chunk_tokens is None else tuple(chunk_tokens),
     )
-    assert itl_values(r).tolist() == metrics.itl(r)
+    assert record_itl(r).tolist() == metrics.itl(r)
