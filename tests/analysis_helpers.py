@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -10,6 +11,7 @@ from slabench.record import ErrorCategory, Outcome, RequestRecord
 from slabench.schema import SWEEP_RUN
 
 WALL0 = 1_700_000_000.0
+_SEQ = itertools.count()
 
 
 def rec(
@@ -41,7 +43,7 @@ def rec(
     end = (times[-1] if times else sent + 0.05) + tail
     return RequestRecord(
         run_id=run_id,
-        request_id=f"{run_id}-{sent}",
+        request_id=f"{run_id}-{sent}-{next(_SEQ)}",  # unique: a records file holds each request once
         wall_sent=WALL0 + sent,
         sent=sent,
         first_byte=sent + (ttft or 0.0) / 2,

@@ -109,11 +109,28 @@ def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
         # A run killed mid-write leaves a partial last line; the sink's reader knows how to skip exactly that
         # (and names the line of any other bad one, or of a row of another schema).
         rows = [r.to_dict() for r in read_records(p)]
-        return pa.Table.from_pylist(rows, schema=ARROW_SCHEMA).select(columns)
-    if _not_this_schema(table):
-        read_records(p)  # raises, naming the line (or record) and what is wrong with it
-        raise UserError(f"{p}: not slabench request records version {RECORD.major}")
-    return with_stage_units(table).select(columns)
+        table = pa.Table.from_pylist(rows, schema=ARROW_SCHEMA)
+    else:
+        if _not_this_schema(table):
+            read_records(p)  # raises, naming the line (or record) and what is wrong with it
+            raise UserError(f"{p}: not slabench request records version {RECORD.major}")
+        table = with_stage_units(table)
+    _refuse_repeats(table.column("request_id"), p)
+    return table.select(columns)
+
+
+def _refuse_repeats(ids: pa.ChunkedArray, path: Path) -> None:
+    """Each request has one record. A file holding one twice (two files concatenated, a copy appended) would count
+    it twice — more samples than were measured, narrower intervals — so it is refused, naming the request."""
+    if pc.count_distinct(ids).as_py() == len(ids):
+        return
+    counts = pc.value_counts(ids)
+    repeated = counts.field("values")[pc.index(pc.greater(counts.field("counts"), 1), True).as_py()].as_py()
+    rows = [i + 1 for i in pc.indices_nonzero(pc.equal(ids, repeated)).to_pylist()]
+    raise UserError(
+        f"{path}: request {repeated} has {len(rows)} records (records {', '.join(map(str, rows[:3]))}) — a records "
+        "file holds each request once; was a file concatenated or appended twice?"
+    )
 
 
 def table_from_records(records: Iterable[RequestRecord]) -> pa.Table:

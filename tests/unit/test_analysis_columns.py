@@ -1,6 +1,7 @@
 """The column-wise metrics agree with `slabench.metrics`, record by record; JSONL and Parquet read the same."""
 
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from slabench import metrics
 from slabench.analysis.columns import itl_arrays, read_table, run_arrays
 from slabench.analysis.figures import metric_values
+from slabench.errors import UserError
 from slabench.record import ErrorCategory, Outcome, RequestRecord
 from slabench.sinks import ARROW_SCHEMA, open_sink
 from tests.analysis_helpers import WALL0, rec
@@ -91,6 +93,21 @@ def test_jsonl_and_parquet_read_the_same(tmp_path):
     a, b = read_table(tmp_path / "r.jsonl"), read_table(tmp_path / "r.parquet")
     assert a.to_pylist() == b.to_pylist()
     assert a.num_rows == 5
+
+
+@pytest.mark.parametrize("name", ["r.jsonl", "r.parquet", "cut.jsonl"])
+def test_a_file_holding_a_request_twice_is_refused_naming_it(tmp_path, name):
+    """Concatenated or twice-appended records would count requests twice: more samples than were measured."""
+    recs = [rec(float(i)) for i in range(4)]
+    path = tmp_path / name
+    sink = open_sink(path)
+    sink.write(recs)
+    sink.write(recs[2:3])  # what `cat a.jsonl a.jsonl` or an append of the same run does to one request
+    sink.close()
+    if name == "cut.jsonl":  # a killed run's partial last line: read through the record-by-record reader
+        path.write_text(path.read_text() + '{"run_id": "r", "req')
+    with pytest.raises(UserError, match=rf"request {re.escape(recs[2].request_id)} has 2 records \(records 3, 5\)"):
+        read_table(path)
 
 
 def test_a_partial_last_line_is_skipped_and_newer_fields_ignored(tmp_path):
