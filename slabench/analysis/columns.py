@@ -53,6 +53,10 @@ COLUMNS = [
 ]
 # Read beside COLUMNS only to check what the rows are (slabench.schema): never used for figures.
 CHECK_COLUMNS = ["request_id", "kind", "schema_version", "schema_minor"]
+# A record's times only move forward (one process's monotonic clock), and counts are never negative: a row that says
+# otherwise was edited or written by something else, and would give negative latencies.
+TIME_ORDER = (("sent", "first_token"), ("first_token", "last_token"), ("last_token", "end"), ("sent", "end"))
+COUNTS = ("prompt_tokens", "completion_tokens")
 EXCLUDED_PHASES = ("warmup", "cooldown")  # not steady state
 
 
@@ -93,7 +97,8 @@ def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
     such line)."""
     p = Path(path)
     columns = list(columns)
-    read = columns + [c for c in CHECK_COLUMNS if c not in columns]
+    checked = [*CHECK_COLUMNS, *{c for pair in TIME_ORDER for c in pair}, *COUNTS, "chunk_times"]
+    read = columns + [c for c in dict.fromkeys(checked) if c not in columns]
     schema = pa.schema([ARROW_SCHEMA.field(c) for c in read])
     if not p.exists():
         raise UserError(f"{p}: no such records file")
@@ -116,6 +121,7 @@ def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
             raise UserError(f"{p}: not slabench request records version {RECORD.major}")
         table = with_stage_units(table)
     _refuse_repeats(table.column("request_id"), p)
+    _refuse_impossible(table, p)
     return table.select(columns)
 
 
@@ -131,6 +137,27 @@ def _refuse_repeats(ids: pa.ChunkedArray, path: Path) -> None:
         f"{path}: request {repeated} has {len(rows)} records (records {', '.join(map(str, rows[:3]))}) — a records "
         "file holds each request once; was a file concatenated or appended twice?"
     )
+
+
+def _refuse_impossible(table: pa.Table, path: Path) -> None:
+    """Times that run backwards or negative counts, refused naming the first record and the fields."""
+    problems = [(pc.less(table.column(b), table.column(a)), f"{b} is before {a}") for a, b in TIME_ORDER]
+    problems += [(pc.less(table.column(c), 0), f"{c} is negative") for c in COUNTS]
+    flat, lengths, starts = _list_parts(table.column("chunk_times"))
+    if flat.size > 1:
+        back = np.flatnonzero(np.diff(flat) < 0) + 1  # element j is before element j − 1 ...
+        back = back[np.isin(back, starts[lengths > 0], invert=True)]  # ... within one record
+        row = np.zeros(table.num_rows, dtype=bool)
+        row[np.searchsorted(starts, back, side="right") - 1] = True
+        problems.append((pa.array(row), "chunk_times go backwards"))
+    for mask, what in problems:
+        hits = pc.indices_nonzero(pc.fill_null(mask, False))
+        if len(hits):
+            n = hits[0].as_py() + 1
+            raise UserError(
+                f"{path}: record {n}: {what} — a record's times only move forward and its counts are never "
+                f"negative; was the file edited, or written by another tool? ({len(hits)} record(s) like it)"
+            )
 
 
 def table_from_records(records: Iterable[RequestRecord]) -> pa.Table:

@@ -110,6 +110,38 @@ def test_a_file_holding_a_request_twice_is_refused_naming_it(tmp_path, name):
         read_table(path)
 
 
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda d: d.update(first_token=d["sent"] - 5), "first_token is before sent"),
+        (lambda d: d.update(first_token=None, last_token=None, chunk_times=[], end=d["sent"] - 0.5),
+         "end is before sent"),
+        (lambda d: d.update(last_token=d["first_token"] - 0.01), "last_token is before first_token"),
+        (lambda d: d.update(end=d["last_token"] - 0.01), "end is before last_token"),
+        (lambda d: d.update(chunk_times=[d["chunk_times"][1], d["chunk_times"][0], d["chunk_times"][2]]),
+         "chunk_times go backwards"),
+        (lambda d: d.update(completion_tokens=-3), "completion_tokens is negative"),
+        (lambda d: d.update(prompt_tokens=-1), "prompt_tokens is negative"),
+    ],
+)  # fmt: skip
+def test_a_record_whose_times_run_backwards_is_refused_naming_it(tmp_path, change, says):
+    """Negative latencies would pass any latency check: a record that says time ran backwards was edited."""
+    rows = [rec(float(i)).to_dict() for i in range(4)]
+    change(rows[2])
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in rows))
+    with pytest.raises(UserError, match=rf"r\.jsonl: record 3: {says} — "):
+        read_table(path)
+
+
+def test_chunks_of_consecutive_records_may_start_earlier_than_the_previous_ones_end(tmp_path):
+    """Only a record's own times must move forward: records of several workers interleave in a file."""
+    rows = [rec(10.0).to_dict(), rec(1.0).to_dict()]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in rows))
+    assert read_table(path).num_rows == 2
+
+
 def test_a_partial_last_line_is_skipped_and_newer_fields_ignored(tmp_path):
     p = tmp_path / "records.jsonl"
     d = rec(0.0).to_dict()
