@@ -237,6 +237,7 @@ class StreamingClient:
             failure = _Failure(
                 Outcome.ERROR, ErrorCategory.CLIENT, f"slabench failed on this response ({type(e).__name__}: {e})"
             )
+        failure = failure or _implausible_usage(s, body.get("max_tokens"))
         return Reply(self._record(s, meta, body, request_id, failure), "".join(s.text))
 
     # -- the request -----------------------------------------------------------------------------------------
@@ -574,6 +575,22 @@ def _apply_chunk(obj: dict[str, Any], now: float, s: _Stream) -> None:
         s.completion_tokens = completion
     elif content_here:
         s.chunk_tokens = None
+
+
+def _implausible_usage(s: _Stream, max_tokens: Any) -> _Failure | None:
+    """More completion tokens than max_tokens allows is a count the answer cannot have (a proxy summing a batch, a
+    server that lies): believed, it would inflate tokens/s and deflate $ per token. Not believed: the counts become
+    flagged estimates from the text, and the record says why."""
+    n = s.completion_tokens
+    if n is None or type(max_tokens) is not int or n <= max_tokens:
+        return None
+    s.prompt_tokens = s.completion_tokens = s.chunk_tokens = None
+    return _Failure(
+        Outcome.INCOMPLETE,
+        ErrorCategory.BAD_USAGE,
+        f"usage says {n} completion tokens, more than max_tokens {max_tokens}: not believed; token counts are "
+        "estimates",
+    )
 
 
 def _count(value: Any, name: str) -> int:

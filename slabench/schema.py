@@ -83,7 +83,9 @@ def _is_int(v: Any) -> bool:
 
 # Every versioned file slabench reads back. Bump `minor` when a writer adds fields, `major` (and every reader) when a
 # field is removed, renamed or changes meaning.
-RECORD = FileSchema("slabench.request_record", 1, 2, "request record", kindless_before_minor=1)  # 2: stage_unit
+RECORD = FileSchema(
+    "slabench.request_record", 1, 3, "request record", kindless_before_minor=1
+)  # 2: stage_unit; 3: error_category bad_usage
 RUN_STATUS = FileSchema(
     "slabench.run_status", 1, 2, "run status (run_status.json)", kindless_before_minor=1
 )  # 2: saturation

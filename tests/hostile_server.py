@@ -544,6 +544,15 @@ def _no_usage(c: Conn, r: Request) -> bool:
     return True
 
 
+@behaviour("usage_over_max_tokens")
+def _usage_over_max_tokens(c: Conn, r: Request) -> bool:
+    """The good answer, but its usage claims 100,000 completion tokens (the client asked for at most 16)."""
+    c.head()
+    stream(c, good_stream().replace(b'"completion_tokens": 3', b'"completion_tokens": 100000'))
+    c.end()
+    return True
+
+
 @behaviour("empty_200")
 def _empty(c: Conn, r: Request) -> bool:
     """200 text/event-stream with an empty body."""

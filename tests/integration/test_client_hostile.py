@@ -96,6 +96,7 @@ CASES = [
     fails("empty_200", "stream_cut", "ended before [DONE]"),
     fails("no_done_clean_end", "no_done", "without [DONE]"),
     fails("no_usage", "no_usage", "usage"),
+    fails("usage_over_max_tokens", "bad_usage", "usage says 100000 completion tokens, more than max_tokens 16"),
     fails("stall_mid_stream", "stall", "no bytes for 0.5 s", target=STALL),
     fails("no_answer", "timeout", "no response within 0.5 s", target=STALL),
     # a reused keep-alive connection closed after the server read the request: never sent twice
@@ -287,7 +288,7 @@ CHUNK = st.one_of(
     st.fixed_dictionaries({}, optional={"choices": st.one_of(JSON, st.lists(CHOICE, max_size=3)), "usage": USAGE}),
     st.fixed_dictionaries({"error": JSON}),
 )
-ALLOWED = {"ok", "not_openai", "bad_json", "stream_error", "no_usage"}
+ALLOWED = {"ok", "not_openai", "bad_json", "stream_error", "no_usage", "bad_usage"}
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -340,3 +341,13 @@ def test_cr_only_stream_is_stamped_as_events_arrive(server):
     assert r.outcome == "ok" and len(r.chunk_times) == 3
     assert r.end - r.last_token < 0.5
     assert all(b >= a for a, b in itertools.pairwise(r.chunk_times))
+
+
+def test_a_usage_count_over_max_tokens_is_not_believed(server):
+    """Believed, 100,000 tokens for a 3-token answer would inflate tokens/s and deflate $ per token."""
+    client = StreamingClient(Target(server.url))
+    r = send(client, "usage_over_max_tokens").record
+    client.close()
+    assert (r.outcome, r.error_category, r.token_source) == ("incomplete", "bad_usage", "estimate")
+    assert r.completion_tokens is not None and r.completion_tokens <= 16 and r.chunk_tokens is None
+    assert metrics.ttft(r) is not None  # the answer's timings stand

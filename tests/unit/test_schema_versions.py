@@ -15,6 +15,7 @@ import pytest
 from slabench.analysis.columns import read_table
 from slabench.errors import UserError
 from slabench.record import Outcome, RequestRecord
+from slabench.schema import RECORD
 from slabench.sinks import open_sink, read_records
 from tests.analysis_helpers import rec, write_run
 from tests.sla_helpers import record, slabench_cli, write
@@ -136,14 +137,14 @@ def test_what_the_sinks_write_carries_kind_and_version(tmp_path):
         sink.write([record(0)])
         sink.close()
         (back,) = read_records(tmp_path / name)
-        assert (back.kind, back.schema_version, back.schema_minor) == ("slabench.request_record", 1, 2)
+        assert (back.kind, back.schema_version, back.schema_minor) == ("slabench.request_record", 1, RECORD.minor)
     line = json.loads((tmp_path / "r.jsonl").read_text())
-    assert (line["kind"], line["schema_version"], line["schema_minor"]) == ("slabench.request_record", 1, 2)
+    assert (line["kind"], line["schema_version"], line["schema_minor"]) == ("slabench.request_record", 1, RECORD.minor)
 
 
 def test_from_dict_normalises_to_this_schema():
     r = RequestRecord.from_dict({**record(0).to_dict(), "schema_minor": 9, "kind": "slabench.request_record"})
-    assert r.schema_minor == 2  # what this slabench holds, not what the newer file claimed
+    assert r.schema_minor == RECORD.minor  # what this slabench holds, not what the newer file claimed
 
 
 # -- summaries, manifests, run status -----------------------------------------------------------------------------
