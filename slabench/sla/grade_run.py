@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from slabench.analysis.aggregate import aggregate
+from slabench.analysis.aggregate import aggregate, discover
 from slabench.analysis.columns import read_table
 from slabench.analysis.summary import SweepSummary, load_summary
 from slabench.errors import ExitCode, UserError
@@ -67,6 +67,7 @@ def read_run(run_dir: str | Path, unstaged_level: Level | None = None, merge_run
         return read_single_run(p, unstaged_level, merge_runs)
     if (p / "summary.json").is_file():
         summary = load_summary(p / "summary.json")
+        _refuse_stale_summary(p / "summary.json", summary)
         source = str(p / "summary.json")
     else:
         for name in RECORD_NAMES:
@@ -75,6 +76,26 @@ def read_run(run_dir: str | Path, unstaged_level: Level | None = None, merge_run
         summary = aggregate(p)
         source = f"{p} (aggregated)"
     return _summary_input(source, summary)
+
+
+def _refuse_stale_summary(path: Path, summary: SweepSummary) -> None:
+    """A summary whose runs are not the finished runs on disk beside it (a run redone, added or removed after it was
+    aggregated) no longer describes the sweep: grading it would judge measurements that are not those on disk. Runs
+    are told apart by their run ids (their manifests'), so a copied or downloaded sweep still grades."""
+    try:
+        sources, _ = discover(path.parent, None, [])
+    except UserError:
+        return  # no runs beside it: a summary alone (of a records file elsewhere, or copied on its own)
+    on_disk = {s.run_id for s in sources}
+    summarised = {r.run_id for lv in summary.levels for r in lv.runs}
+    if None in on_disk | summarised or on_disk == summarised:
+        return  # runs written before run ids: nothing to compare
+    changed = sorted(on_disk ^ summarised, key=str)
+    raise UserError(
+        f"{path}: its runs are not the finished runs beside it (run {changed[0]} is in one and not the other) — the "
+        f"sweep changed after it was aggregated; run `slabench aggregate {path.parent}` again (with the options you "
+        "used), then grade"
+    )
 
 
 def _summary_input(source: str, summary: SweepSummary) -> RunInput:

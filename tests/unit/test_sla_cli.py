@@ -172,3 +172,26 @@ def test_the_verdict_reads_in_an_80_column_ci_log(slabench, tmp_path, run_dir, c
     assert max(len(line) for line in table.splitlines()) <= 80
     for name in ("ttft_p95_s", "cost_per_million_output_tokens_usd", "throughput_rps"):
         assert any(line.split() and line.split()[-1] == name for line in table.splitlines()), name  # never wrapped
+
+
+def test_a_summary_older_than_its_sweep_is_refused_and_a_copied_sweep_grades(slabench, tmp_path, capsys):
+    """A run redone after aggregation: the summary no longer describes the records on disk, so grading it would
+    judge measurements that are not there. A copy (new mtimes, same runs) is the same sweep."""
+    import shutil
+
+    from tests.analysis_helpers import rec, write_run
+
+    sweep = tmp_path / "sweep"
+    for repeat in (1, 2):
+        write_run(sweep, 4, repeat, [rec(float(i), ttft=0.1) for i in range(30)])
+    assert slabench(["aggregate", str(sweep)]) == 0
+    sla = contract(tmp_path, "  ttft_p95_s: {max: 0.5}\n")
+    copy = tmp_path / "downloaded"
+    shutil.copytree(sweep, copy)
+    assert slabench(["grade", str(copy), "--sla", sla, "--no-write"]) in (0, 1)
+    manifest = sweep / "4" / "2" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"L4-r2"', '"L4-r2-redone"'))  # the repeat was run again
+    capsys.readouterr()
+    assert slabench(["grade", str(sweep), "--sla", sla, "--no-write"]) == 3
+    err = capsys.readouterr().err
+    assert "its runs are not the finished runs beside it" in err and "slabench aggregate" in err
