@@ -50,14 +50,22 @@ class MeasurementPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    # Defaults by keyword: type checkers only take `Field(default=...)` for one (policies are built with none given).
     max_cpu_samples_over_90: int = Field(
-        1, ge=0, description="Locust CPU samples (5 s each) above 90 % a run may have; a worker's flag counts as one"
+        default=1,
+        ge=0,
+        description="Locust CPU samples (5 s each) above 90 % a run may have; a worker's flag counts as one",
     )
     max_late_send_share: float = Field(
-        0.01, ge=0, le=1, description="share of open-loop requests that may go out > 0.25 s after their schedule"
+        default=0.01,
+        ge=0,
+        le=1,
+        description="share of open-loop requests that may go out > 0.25 s after their schedule",
     )
     max_simulator_late_share: float = Field(
-        0.05, ge=0, description="the embedded simulator's late engine steps, in all, as a share of the run's time"
+        default=0.05,
+        ge=0,
+        description="the embedded simulator's late engine steps, in all, as a share of the run's time",
     )
 
 
@@ -152,7 +160,9 @@ def simulator_figures(scrapes: list[dict[str, Any]]) -> dict[str, float]:
         return {}
 
     def rise(name: str) -> float:
-        return scrapes[-1].get("counters", {}).get(name, 0.0) - scrapes[0].get("counters", {}).get(name, 0.0)
+        first: float = scrapes[0].get("counters", {}).get(name, 0.0)  # JSON: the scraper writes counters as floats
+        last: float = scrapes[-1].get("counters", {}).get(name, 0.0)
+        return last - first
 
     return {
         "sim_late_s": rise("slabench_sim_engine_late_seconds_total"),

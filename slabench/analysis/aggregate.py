@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -104,7 +105,9 @@ def _records_file(d: Path) -> Path | None:
     return None
 
 
-def discover(run_dir: Path, warmup_s: float | None, warnings: list[str]) -> tuple[list[RunSource], dict | None]:
+def discover(
+    run_dir: Path, warmup_s: float | None, warnings: list[str]
+) -> tuple[list[RunSource], dict[str, Any] | None]:
     if run_dir.is_file():
         return _stepped(run_dir, warmup_s), None
     if not run_dir.is_dir():
@@ -159,6 +162,7 @@ def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:
             "runs of each kind of load apart"
         )
     (unit,) = units
+    load_unit: LevelUnit = "req/s" if unit.load_unit == "req/s" else "users"  # unit.load_unit, as a LevelUnit
     repeats = pc.fill_null(table.column("stage_repeat"), 1)
     pairs = sorted(
         {(int(a), int(b)) for a, b in zip(levels.to_pylist(), repeats.to_pylist(), strict=True) if a is not None}
@@ -169,7 +173,7 @@ def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:
         sub = table.filter(pc.fill_null(mask, False))
         run_ids = sub.column("run_id").unique().to_pylist()
         run_id = run_ids[0] if run_ids else None
-        out.append(RunSource(unit.load(level), repeat, path, warmup_s or 0.0, run_id, sub, unit.load_unit))
+        out.append(RunSource(unit.load(level), repeat, path, warmup_s or 0.0, run_id, sub, load_unit))
     return out
 
 

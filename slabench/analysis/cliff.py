@@ -24,10 +24,15 @@ from typing import Any, Protocol
 
 
 class _Est(Protocol):
-    mean: float | None
-    n: int
-    ci95_low: float | None
-    ci95_high: float | None
+    # Read-only: the summary's estimates are frozen.
+    @property
+    def mean(self) -> float | None: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def ci95_low(self) -> float | None: ...
+    @property
+    def ci95_high(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -38,36 +43,41 @@ class CliffOptions:
     scaling_floor: float = 0.5
 
 
-def _brief(level: int, e: _Est) -> dict[str, Any]:
+def _brief(level: float, e: _Est) -> dict[str, Any]:
     return {"level": level, "mean": e.mean, "ci95_low": e.ci95_low, "ci95_high": e.ci95_high, "n": e.n}
 
 
-def _has_ci(e: _Est) -> bool:
-    return e.ci95_low is not None and e.ci95_high is not None
+def _ci(e: _Est) -> tuple[float, float] | None:
+    return (e.ci95_low, e.ci95_high) if e.ci95_low is not None and e.ci95_high is not None else None
 
 
-def _series(levels: Sequence[tuple[int, Mapping[str, _Est]]], key: str) -> list[tuple[int, _Est]]:
-    return [(lv, m[key]) for lv, m in levels if key in m and m[key].mean is not None]
+# (level, mean, estimate) of the levels where the metric has a mean
+_Point = tuple[float, float, _Est]
 
 
-def _latency(series: list[tuple[int, _Est]], o: CliffOptions) -> dict[str, Any]:
+def _series(levels: Sequence[tuple[float, Mapping[str, _Est]]], key: str) -> list[_Point]:
+    return [(lv, mean, m[key]) for lv, m in levels if key in m and (mean := m[key].mean) is not None]
+
+
+def _latency(series: list[_Point], o: CliffOptions) -> dict[str, Any]:
     out: dict[str, Any] = {"metric": o.latency_metric, "status": "none", "level": None, "candidates": []}
     if len(series) < 3:
         out["status"] = "too_few_levels"
         return out
-    (l0, e0), (l1, e1) = series[0], series[1]
-    slope = max(0.0, (e1.mean - e0.mean) / (l1 - l0))
-    out["trend"] = {"from_levels": [l0, l1], "intercept_level": l0, "at_intercept": e0.mean, "slope_per_level": slope}
-    for (pl, pe), (cl, ce) in itertools.pairwise(series[1:]):
-        expected = e0.mean + slope * (cl - l0)
-        if ce.mean < o.latency_ratio * expected:
+    (l0, m0, _), (l1, m1, _) = series[0], series[1]
+    slope = max(0.0, (m1 - m0) / (l1 - l0))
+    out["trend"] = {"from_levels": [l0, l1], "intercept_level": l0, "at_intercept": m0, "slope_per_level": slope}
+    for (pl, _, pe), (cl, cm, ce) in itertools.pairwise(series[1:]):
+        expected = m0 + slope * (cl - l0)
+        if cm < o.latency_ratio * expected:
             continue
-        called = _has_ci(pe) and _has_ci(ce) and ce.ci95_low > pe.ci95_high
+        pci, cci = _ci(pe), _ci(ce)
+        called = pci is not None and cci is not None and cci[0] > pci[1]
         why = (
             "intervals do not overlap"
             if called
             else "no confidence interval (fewer than 2 repeats)"
-            if not (_has_ci(pe) and _has_ci(ce))
+            if pci is None or cci is None
             else "intervals of neighbouring levels overlap"
         )
         entry = {
@@ -75,7 +85,7 @@ def _latency(series: list[tuple[int, _Est]], o: CliffOptions) -> dict[str, Any]:
             "previous": _brief(pl, pe),
             "at": _brief(cl, ce),
             "trend": expected,
-            "ratio_to_trend": ce.mean / expected if expected else None,
+            "ratio_to_trend": cm / expected if expected else None,
             "called": called,
             "why": why,
         }
@@ -88,29 +98,30 @@ def _latency(series: list[tuple[int, _Est]], o: CliffOptions) -> dict[str, Any]:
     return out
 
 
-def _throughput(series: list[tuple[int, _Est]], o: CliffOptions) -> dict[str, Any]:
+def _throughput(series: list[_Point], o: CliffOptions) -> dict[str, Any]:
     out: dict[str, Any] = {"metric": o.throughput_metric, "status": "none", "level": None, "candidates": []}
     if len(series) < 2:
         out["status"] = "too_few_levels"
         return out
-    for (pl, pe), (cl, ce) in itertools.pairwise(series):
+    for (pl, pm, pe), (cl, cm, ce) in itertools.pairwise(series):
         r = cl / pl if pl else float("inf")
         factor = 1.0 + o.scaling_floor * (r - 1.0)
-        if ce.mean >= pe.mean * factor:
+        if cm >= pm * factor:
             continue
-        called = _has_ci(pe) and _has_ci(ce) and ce.ci95_high < pe.ci95_low * factor
+        pci, cci = _ci(pe), _ci(ce)
+        called = pci is not None and cci is not None and cci[1] < pci[0] * factor
         why = (
             "interval wholly below the scaling bar"
             if called
             else "no confidence interval (fewer than 2 repeats)"
-            if not (_has_ci(pe) and _has_ci(ce))
+            if pci is None or cci is None
             else "interval reaches the scaling bar (overlap)"
         )
         entry = {
             "level": cl,
             "previous": _brief(pl, pe),
             "at": _brief(cl, ce),
-            "gain": ce.mean / pe.mean if pe.mean else None,
+            "gain": cm / pm if pm else None,
             "linear_gain": r,
             "called": called,
             "why": why,
@@ -126,7 +137,7 @@ def _throughput(series: list[tuple[int, _Est]], o: CliffOptions) -> dict[str, An
 
 def find_cliff(
     levels: Sequence[tuple[int | float, Mapping[str, _Est]]], options: CliffOptions | None = None, unit: str = "users"
-) -> dict:
+) -> dict[str, Any]:
     """The cliff over `levels` [(level, {metric key: estimate})], as a JSON-ready dict (see the module doc); its
     message names the levels in `unit` ("users" or "req/s")."""
     o = options or CliffOptions()

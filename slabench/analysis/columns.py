@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
+from numpy.typing import NDArray
 
 from slabench.errors import UserError
 from slabench.record import RequestRecord, StageUnit
@@ -58,6 +60,10 @@ CHECK_COLUMNS = ["request_id", "kind", "schema_version", "schema_minor"]
 TIME_ORDER = (("sent", "first_token"), ("first_token", "last_token"), ("last_token", "end"), ("sent", "end"))
 COUNTS = ("prompt_tokens", "completion_tokens")
 EXCLUDED_PHASES = ("warmup", "cooldown")  # not steady state
+
+Floats = NDArray[np.float64]
+# A list column's (flat values, per-row lengths, per-row start offsets): float times or integer token counts.
+ListParts = tuple[NDArray[Any], NDArray[np.int64], NDArray[np.int64]]
 
 
 def with_stage_units(t: pa.Table) -> pa.Table:
@@ -165,16 +171,17 @@ def table_from_records(records: Iterable[RequestRecord]) -> pa.Table:
     return with_stage_units(pa.Table.from_pylist([r.to_dict() for r in records], schema=ARROW_SCHEMA)).select(COLUMNS)
 
 
-def _f64(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+def _f64(col: pa.ChunkedArray | pa.Array) -> Floats:
     """A numeric or boolean column as float64 with NaN for null."""
-    return col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    out: Floats = col.cast(pa.float64()).to_numpy(zero_copy_only=False)  # pyarrow has no stubs
+    return out
 
 
-def _str(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+def _str(col: pa.ChunkedArray | pa.Array) -> NDArray[np.object_]:
     return np.asarray(col.to_pylist(), dtype=object)
 
 
-def _list_parts(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _list_parts(col: pa.ChunkedArray) -> ListParts:
     """(flat values, per-row lengths, per-row start offsets into flat) of a list column; null lists are empty."""
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -185,13 +192,13 @@ def _list_parts(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return flat, lengths, starts
 
 
-def itl_arrays(chunk_times: pa.ChunkedArray, chunk_tokens: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+def itl_arrays(chunk_times: pa.ChunkedArray, chunk_tokens: pa.ChunkedArray) -> tuple[Floats, Floats]:
     """(one ITL value per token over all rows, mean ITL per row with NaN where a row has no gap): the column-wise
     form of `slabench.metrics.itl` / `mean_itl`."""
     return itl_from_parts(_list_parts(chunk_times), _list_parts(chunk_tokens))
 
 
-def record_itl(r: RequestRecord) -> np.ndarray:
+def record_itl(r: RequestRecord) -> Floats:
     """`itl_arrays` for one record (the live view's, per record as it arrives): `metrics.itl(r)` in numpy."""
     times = np.asarray(r.chunk_times, dtype=float)
     tokens = np.asarray(r.chunk_tokens or (), dtype=np.int64)
@@ -199,10 +206,7 @@ def record_itl(r: RequestRecord) -> np.ndarray:
     return itl_from_parts((times, np.array([times.size]), one), (tokens, np.array([tokens.size]), one))[0]
 
 
-ListParts = tuple[np.ndarray, np.ndarray, np.ndarray]
-
-
-def itl_from_parts(times: ListParts, tokens: ListParts) -> tuple[np.ndarray, np.ndarray]:
+def itl_from_parts(times: ListParts, tokens: ListParts) -> tuple[Floats, Floats]:
     """`itl_arrays` on the (flat values, lengths, starts) of the chunk-time and chunk-token lists."""
     flat, lengths, starts = times
     n = len(lengths)
@@ -255,16 +259,16 @@ class RunArrays:
     error_counts: dict[str, int]  # non-OK counted rows by error category (or outcome when uncategorised)
     window_start: float | None  # send time of the first counted request (wall-clock s when known)
     window_end: float | None  # end time of the last counted request
-    ttft: np.ndarray  # per OK request, NaN where missing: user-visible (from `scheduled` in open loop, else `sent`)
-    ttft_sent: np.ndarray | None  # open loop only: TTFT from when the request actually went out
-    e2e: np.ndarray
-    tpot: np.ndarray
-    itl_mean: np.ndarray
-    itl_tokens: np.ndarray  # one value per token over OK requests
+    ttft: Floats  # per OK request, NaN where missing: user-visible (from `scheduled` in open loop, else `sent`)
+    ttft_sent: Floats | None  # open loop only: TTFT from when the request actually went out
+    e2e: Floats
+    tpot: Floats
+    itl_mean: Floats
+    itl_tokens: Floats  # one value per token over OK requests
     output_tokens: float  # Σ completion tokens of OK requests
     ok_without_tokens: int  # OK requests whose token counts are missing (then token rates are not computed)
     total_tokens: float  # Σ prompt + completion tokens of OK requests
-    quality: dict[str, dict[str, np.ndarray]]  # task → column → values over counted rows of that task
+    quality: dict[str, dict[str, Floats]]  # task → column → values over counted rows of that task
 
     @property
     def duration_s(self) -> float | None:
@@ -277,7 +281,7 @@ class RunArrays:
 _QUALITY_COLS = ("parse_ok", "items_expected", "items_correct", "item_accuracy", "autofail_tp", "autofail_fn")
 
 
-def wall_offsets(worker: np.ndarray, wall: np.ndarray, sent: np.ndarray) -> np.ndarray:
+def wall_offsets(worker: NDArray[np.object_], wall: Floats, sent: Floats) -> Floats:
     """Per row, its worker's offset from the monotonic clock to the wall clock (median of wall_sent − sent over the
     worker's anchored rows). Monotonic clocks are per process, so each worker converts with its own offset; rows of
     a worker with no anchor at all get NaN — unless the run has a single worker, whose one clock needs no
@@ -296,7 +300,7 @@ def wall_offsets(worker: np.ndarray, wall: np.ndarray, sent: np.ndarray) -> np.n
     return offsets
 
 
-def request_times(table: pa.Table) -> dict[str, np.ndarray]:
+def request_times(table: pa.Table) -> dict[str, Floats]:
     """Per row, in seconds, NaN where a row has no value: `ttft` (what the user waited: from `scheduled` in open
     loop, else from `sent`), `ttft_sent`, `e2e`, `tpot`, `lateness` — the column-wise form of `slabench.metrics`."""
     sent, end, scheduled = _f64(table.column("sent")), _f64(table.column("end")), _f64(table.column("scheduled"))
@@ -347,14 +351,17 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
     ok = outcome == "ok"
     not_ok = ~ok
     keys = np.where(category[not_ok] == None, outcome[not_ok], category[not_ok])  # noqa: E711 (object array)
-    labels, counts = np.unique(keys.astype(str), return_counts=True) if keys.size else ([], [])
+    error_counts: dict[str, int] = {}
+    if keys.size:
+        labels, counts = np.unique(keys.astype(str), return_counts=True)
+        error_counts = {str(k): int(v) for k, v in zip(labels, counts, strict=True)}
     times = request_times(t)
     completion, prompt = _f64(t.column("completion_tokens")), _f64(t.column("prompt_tokens"))
     tok_ok = table.select(["chunk_times", "chunk_tokens"]).filter(pa.array(keep & (outcome_all == "ok")))
     itl_tokens, itl_mean = itl_arrays(tok_ok.column("chunk_times"), tok_ok.column("chunk_tokens"))
     has_end = ~np.isnan(t_end)
     open_loop = bool((~np.isnan(scheduled[ok])).any())
-    quality: dict[str, dict[str, np.ndarray]] = {}
+    quality: dict[str, dict[str, Floats]] = {}
     tasks = _str(t.column("quality_task"))
     for task in sorted({x for x in tasks if x is not None}):
         sel = pa.array(tasks == task)
@@ -370,7 +377,7 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
         ok=int(ok.sum()),
         errors=int((outcome == "error").sum()),
         incomplete=int((outcome == "incomplete").sum()),
-        error_counts={str(k): int(v) for k, v in zip(labels, counts, strict=True)},
+        error_counts=error_counts,
         window_start=float(np.nanmin(t_send)) if t.num_rows and not np.isnan(t_send).all() else None,
         window_end=float(np.max(t_end[has_end])) if has_end.any() else None,
         ttft=times["ttft"][ok],

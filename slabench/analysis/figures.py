@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slabench.analysis.columns import RunArrays
+from slabench.analysis.columns import Floats, RunArrays
 from slabench.analysis.stats import percentiles
 
 LATENCIES = ("ttft", "itl", "tpot", "e2e")
@@ -68,12 +68,12 @@ def quantile_of(key: str) -> float | None:
     return QUANTILE.get(key.rsplit("_", 1)[-1]) if key.split("_")[0] in LATENCIES else None
 
 
-def _cat(parts: Sequence[RunArrays], name: str) -> np.ndarray:
-    arrays = [getattr(p, name) for p in parts]
+def _cat(parts: Sequence[RunArrays], name: str) -> Floats:
+    arrays: list[Floats] = [getattr(p, name) for p in parts]
     return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
 
 
-def _latency(values: np.ndarray, prefix: str, requests: int, out: dict) -> None:
+def _latency(values: Floats, prefix: str, requests: int, out: dict[str, Figure]) -> None:
     v = values[~np.isnan(values)]  # a fresh copy: its order may change
     mean = float(v.mean()) if v.size else None
     for stat, value in zip(STATS[:4], percentiles(v, [50, 90, 95, 99], overwrite=True), strict=True):
@@ -85,7 +85,7 @@ def _ratio(num: float, den: float) -> float | None:
     return num / den if den > 0 else None
 
 
-def _quality(parts: Sequence[RunArrays], out: dict) -> None:
+def _quality(parts: Sequence[RunArrays], out: dict[str, Figure]) -> None:
     tasks = sorted({t for p in parts for t in p.quality})
     for task in tasks:
         cols = {c: np.concatenate([p.quality[task][c] for p in parts if task in p.quality]) for c in _QCOLS}
@@ -135,8 +135,9 @@ def metric_values(parts: Sequence[RunArrays], slo: Slo | None = None) -> dict[st
     out: dict[str, Figure] = {}
     ok = sum(p.ok for p in parts)
     _latency(_cat(parts, "ttft"), "ttft", ok, out)
-    if all(p.ttft_sent is not None for p in parts):
-        _latency(np.concatenate([p.ttft_sent for p in parts]), "ttft_sent", ok, out)  # type: ignore[misc]
+    sent = [p.ttft_sent for p in parts if p.ttft_sent is not None]
+    if len(sent) == len(parts):  # every part is open loop
+        _latency(np.concatenate(sent), "ttft_sent", ok, out)
     itl_requests = int(sum(int((~np.isnan(p.itl_mean)).sum()) for p in parts))
     _latency(_cat(parts, "itl_tokens"), "itl", itl_requests, out)
     tpot = _cat(parts, "tpot")

@@ -32,7 +32,7 @@ def records_frame(path: str | Path) -> pd.DataFrame:
     with each request's derived times."""
     table = read_table(path, FIELDS)
     _, itl_mean = itl_arrays(table.column("chunk_times"), table.column("chunk_tokens"))
-    df = table.drop_columns(list(LIST_COLUMNS)).to_pandas()
+    df: pd.DataFrame = table.drop_columns(list(LIST_COLUMNS)).to_pandas()  # pyarrow has no stubs
     for name, values in request_times(table).items():
         df[f"{name}_s"] = values
     df["itl_mean_s"] = itl_mean

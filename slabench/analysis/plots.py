@@ -17,23 +17,24 @@ from matplotlib.figure import Figure
 
 from slabench.analysis.summary import LevelSummary, SweepSummary
 
-RUN_DOT = {"color": "0.55", "s": 12, "zorder": 2, "label": "each run"}
-MEAN_BAR = {"fmt": "o-", "capsize": 4, "lw": 1.8, "ms": 5, "zorder": 4}
-POOLED = {"marker": "D", "facecolors": "none", "s": 30, "zorder": 5}
+# Keyword arguments for matplotlib's plotting calls (each its own type: Any).
+RUN_DOT: dict[str, Any] = {"color": "0.55", "s": 12, "zorder": 2, "label": "each run"}
+MEAN_BAR: dict[str, Any] = {"fmt": "o-", "capsize": 4, "lw": 1.8, "ms": 5, "zorder": 4}
+POOLED: dict[str, Any] = {"marker": "D", "facecolors": "none", "s": 30, "zorder": 5}
 
 
 def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
-    FigureCanvasAgg(fig).print_png(buf)
+    FigureCanvasAgg(fig).print_png(buf)  # type: ignore[no-untyped-call]  # the Agg backend is not annotated
     return buf.getvalue()
 
 
-def _figure() -> tuple[Figure, object]:
+def _figure() -> tuple[Figure, Axes]:
     fig = Figure(figsize=(7.2, 4.2), dpi=110, layout="constrained")
     return fig, fig.add_subplot()
 
 
-def _level_axis(ax: object, summary: SweepSummary) -> None:
+def _level_axis(ax: Axes, summary: SweepSummary) -> None:
     levels = [lv.level for lv in summary.levels]
     if levels and min(levels) > 0 and max(levels) / min(levels) >= 8:
         ax.set_xscale("log", base=2)
@@ -45,45 +46,49 @@ def _level_axis(ax: object, summary: SweepSummary) -> None:
 
 
 def _series(
-    ax: object, levels: list[LevelSummary], key: str, label: str, color: str, scale: float, runs: bool = True
+    ax: Axes, levels: list[LevelSummary], key: str, label: str, color: str, scale: float, runs: bool = True
 ) -> bool:
-    pts = [(lv.level, lv.metrics[key]) for lv in levels if key in lv.metrics and lv.metrics[key].mean is not None]
+    # (level, mean, estimate) of the levels where the metric has a mean
+    pts = [
+        (lv.level, mean, e) for lv in levels if (e := lv.metrics.get(key)) is not None and (mean := e.mean) is not None
+    ]
     if not pts:
         return False
     if runs:
         xs = [lv.level for lv in levels for r in lv.runs if r.metrics.get(key) is not None]
-        ys = [r.metrics[key] * scale for lv in levels for r in lv.runs if r.metrics.get(key) is not None]
+        ys = [v * scale for lv in levels for r in lv.runs if (v := r.metrics.get(key)) is not None]
         ax.scatter(xs, ys, **{**RUN_DOT, "label": f"{label}: each run"})
-    x = [lv for lv, _ in pts]
-    y = [e.mean * scale for _, e in pts]
-    err = [(e.std or 0.0) * scale for _, e in pts]
+    x = [lv for lv, _, _ in pts]
+    y = [mean * scale for _, mean, _ in pts]
+    err = [(e.std or 0.0) * scale for _, _, e in pts]
     ax.errorbar(x, y, yerr=err, color=color, label=f"{label}: mean ± std", **MEAN_BAR)
-    ci = [(lv, e) for lv, e in pts if e.ci95_low is not None]
+    # both bounds or none (a hand-edited summary with only one used to stop the plot with a TypeError)
+    ci = [(lv, low, high) for lv, _, e in pts if (low := e.ci95_low) is not None and (high := e.ci95_high) is not None]
     if ci:
         ax.fill_between(
-            [lv for lv, _ in ci],
-            [e.ci95_low * scale for _, e in ci],
-            [e.ci95_high * scale for _, e in ci],
+            [lv for lv, _, _ in ci],
+            [low * scale for _, low, _ in ci],
+            [high * scale for _, _, high in ci],
             color=color,
             alpha=0.18,
             label=f"{label}: 95% CI",
         )
-    pooled = [(lv, e.pooled * scale) for lv, e in pts if e.pooled is not None]
+    pooled = [(lv, e.pooled * scale) for lv, _, e in pts if e.pooled is not None]
     ax.scatter([p[0] for p in pooled], [p[1] for p in pooled], edgecolors=color, label=f"{label}: pooled", **POOLED)
     return True
 
 
-def _cliff_line(ax: object, summary: SweepSummary) -> None:
+def _cliff_line(ax: Axes, summary: SweepSummary) -> None:
     c = summary.cliff
     if c.get("status") == "found":
         ax.axvline(c["level"], color="crimson", ls="--", lw=1.2, label=f"cliff ({c['reason']}) at {c['level']}")
 
 
-def _no_data(ax: object) -> None:
+def _no_data(ax: Axes) -> None:
     ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="0.4")
 
 
-def _trend(ax: object, summary: SweepSummary, key: str, scale: float) -> None:
+def _trend(ax: Axes, summary: SweepSummary, key: str, scale: float) -> None:
     """The cliff method's low-load trend and its candidate threshold (ratio × trend), when `key` is its metric."""
     lat = summary.cliff.get("latency") or {}
     t = lat.get("trend")
@@ -132,9 +137,12 @@ def throughput_plot(summary: SweepSummary) -> bytes:
     """Requests/s per level with the linear-scaling line from the lowest level (where a plateau shows)."""
     fig, ax = _figure()
     if _series(ax, summary.levels, "throughput_rps", "throughput", "tab:purple", 1.0):
-        first = next((lv for lv in summary.levels if (e := lv.metrics.get("throughput_rps")) and e.mean), None)
+        # (level, req/s) of the lowest level with a throughput above 0
+        first = next(
+            ((lv.level, e.mean) for lv in summary.levels if (e := lv.metrics.get("throughput_rps")) and e.mean), None
+        )
         if first is not None:  # every level at 0 req/s (nothing answered) has no scaling line to draw
-            base = first.metrics["throughput_rps"].mean / first.level
+            base = first[1] / first[0]
             xs = [lv.level for lv in summary.levels]
             ax.plot(xs, [base * x for x in xs], ls=":", color="0.4", label="linear scaling from the lowest level")
     else:
@@ -150,27 +158,28 @@ def throughput_plot(summary: SweepSummary) -> bytes:
 def throughput_latency_plot(summary: SweepSummary, latency_key: str = "ttft_p95") -> bytes:
     """Output tokens/s against latency, one point per level (mean ± std both ways), labelled with the level."""
     fig, ax = _figure()
+    # (level, tokens/s mean, its std, latency mean in ms, its std) where both figures have a mean
     pts = [
-        (lv.level, lv.metrics["output_tokens_per_s"], lv.metrics[latency_key])
+        (lv.level, t.mean, t.std or 0, lat.mean * 1000, (lat.std or 0) * 1000)
         for lv in summary.levels
-        if lv.metrics.get("output_tokens_per_s") is not None
-        and lv.metrics.get(latency_key) is not None
-        and lv.metrics["output_tokens_per_s"].mean is not None
-        and lv.metrics[latency_key].mean is not None
+        if (t := lv.metrics.get("output_tokens_per_s")) is not None
+        and (lat := lv.metrics.get(latency_key)) is not None
+        and t.mean is not None
+        and lat.mean is not None
     ]
     if pts:
-        x = [t.mean for _, t, _ in pts]
-        y = [lat.mean * 1000 for _, _, lat in pts]
+        x = [p[1] for p in pts]
+        y = [p[3] for p in pts]
         ax.errorbar(
             x,
             y,
-            xerr=[t.std or 0 for _, t, _ in pts],
-            yerr=[(lat.std or 0) * 1000 for _, _, lat in pts],
+            xerr=[p[2] for p in pts],
+            yerr=[p[4] for p in pts],
             color="tab:blue",
             label="mean ± std per level",
             **MEAN_BAR,
         )
-        for (level, _, _), xi, yi in zip(pts, x, y, strict=True):
+        for level, xi, _, yi, _ in pts:
             ax.annotate(f"{level:g}", (xi, yi), textcoords="offset points", xytext=(5, 5), fontsize=8)
         _legend(ax)
     else:

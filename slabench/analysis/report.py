@@ -12,6 +12,7 @@ import base64
 import html
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -85,10 +86,13 @@ class Img:
     png: bytes
 
 
+Block = Para | Tab | Img
+
+
 @dataclass
 class Section:
     title: str
-    blocks: list
+    blocks: list[Block]
 
 
 def _title(s: SweepSummary) -> str:
@@ -96,7 +100,7 @@ def _title(s: SweepSummary) -> str:
     return f"slabench sweep report — {sid}"
 
 
-def _overview(s: SweepSummary) -> list:
+def _overview(s: SweepSummary) -> list[Block]:
     sw = s.sweep or {}
     cfg = sw.get("config") or {}
     rows = [["source", s.source], ["generated", s.generated_at], ["summary schema", str(s.schema_version)]]
@@ -115,19 +119,19 @@ def _overview(s: SweepSummary) -> list:
     return [Tab(None, rows)]
 
 
-def _per_run(run: dict) -> str:
+def _per_run(run: dict[str, Any]) -> str:
     if run.get("duration_s"):
         return f"{run['duration_s']:g} s"
     return f"{run.get('requests')} requests" if run.get("requests") else "–"
 
 
-def _host(h: dict) -> str:
+def _host(h: dict[str, Any]) -> str:
     return f"{h.get('hostname', '?')} ({h.get('platform', '?')}, {h.get('cpus', '?')} CPUs)" if h else "–"
 
 
-def _cliff(s: SweepSummary) -> list:
+def _cliff(s: SweepSummary) -> list[Block]:
     c = s.cliff
-    blocks = [Para(f"**{c.get('status', 'none')}** — {c.get('message', '')}")]
+    blocks: list[Block] = [Para(f"**{c.get('status', 'none')}** — {c.get('message', '')}")]
     rows = []
     for part in ("latency", "throughput"):
         p = c.get(part) or {}
@@ -175,7 +179,7 @@ def _headline(s: SweepSummary, pooled: bool) -> Tab:
     return Tab([f"level ({s.level_unit})", "runs", "requests"] + [f"{t} ({u})" if u else t for _, t, u in cols], rows)
 
 
-def _errors(s: SweepSummary) -> list:
+def _errors(s: SweepSummary) -> list[Block]:
     cats = sorted({k for lv in s.levels for k in lv.error_counts})
     if not cats:
         return [Para("No failed, incomplete or dropped requests.")]
@@ -189,8 +193,8 @@ def _errors(s: SweepSummary) -> list:
     ]
 
 
-def _all_figures(s: SweepSummary) -> list:
-    blocks = []
+def _all_figures(s: SweepSummary) -> list[Block]:
+    blocks: list[Block] = []
     for lv in s.levels:
         rows = []
         for k, e in lv.metrics.items():
@@ -254,19 +258,19 @@ def _runs(s: SweepSummary) -> Tab:
     )
 
 
-def _plots(plots: dict[str, tuple[str, bytes]], no_plots: str | None) -> list:
+def _plots(plots: dict[str, tuple[str, bytes]], no_plots: str | None) -> list[Block]:
     if no_plots is not None:
         return [Para(f"No plots: matplotlib is not installed ({no_plots}); every figure is in the tables.")]
     return [Img(t, n, png) for n, (t, png) in plots.items() if n != "server_queue_kv"]
 
 
-def _server(runs: list[dict], plots: dict[str, tuple[str, bytes]]) -> list:
+def _server(runs: list[dict[str, Any]], plots: dict[str, tuple[str, bytes]]) -> list[Block]:
     """The server's side (issue: harness and server must visibly agree); empty when nothing was scraped."""
     from slabench.analysis.server_side import CROSSCHECK_HEADER, crosscheck_rows
 
     if not runs:
         return [Para("No server metrics were scraped (the target has no /metrics, or scraping was off).")]
-    blocks: list = []
+    blocks: list[Block] = []
     if "server_queue_kv" in plots:
         title, png = plots["server_queue_kv"]
         blocks.append(Img(title, "server_queue_kv", png))
@@ -284,7 +288,7 @@ def _server(runs: list[dict], plots: dict[str, tuple[str, bytes]]) -> list:
 def build(
     s: SweepSummary,
     plots: dict[str, tuple[str, bytes]],
-    server: list[dict] | None = None,
+    server: list[dict[str, Any]] | None = None,
     verdict: Section | None = None,
     no_plots: str | None = None,
 ) -> list[Section]:

@@ -23,26 +23,28 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
+from numpy.typing import NDArray
 
-PERCENTILE_METHOD = "linear"  # Hyndman & Fan type 7
+PERCENTILE_METHOD: Final = "linear"  # Hyndman & Fan type 7 (Final: numpy's stubs take the method as a Literal)
 CONFIDENCE = 0.95
 MIN_SAMPLES = 30  # fewer requests than this behind any figure: flagged as resting on too few samples
 
 
-def percentile(values: np.ndarray | Sequence[float], q: float) -> float | None:
+def percentile(values: NDArray[np.float64] | Sequence[float], q: float) -> float | None:
     """The q-th percentile (0..100) of `values`, exactly (type 7). None for no values."""
-    arr = np.asarray(values, dtype=float)
+    arr = np.asarray(values, dtype=np.float64)
     if arr.size == 0:
         return None
     return float(np.percentile(arr, q, method=PERCENTILE_METHOD))
 
 
-def percentiles(values: np.ndarray, qs: Sequence[float], overwrite: bool = False) -> list[float | None]:
+def percentiles(values: NDArray[np.float64], qs: Sequence[float], overwrite: bool = False) -> list[float | None]:
     """Several percentiles of one array with one partial sort. `overwrite`: the caller owns `values` and does not
     mind their order changing (saves a copy of a possibly large array)."""
-    arr = np.asarray(values, dtype=float)
+    arr = np.asarray(values, dtype=np.float64)
     if arr.size == 0:
         return [None] * len(qs)
     return [float(x) for x in np.percentile(arr, list(qs), method=PERCENTILE_METHOD, overwrite_input=overwrite)]

@@ -86,7 +86,7 @@ class LevelSummary(_Model):
 
 
 class SweepSummary(_Model):
-    kind: Literal["slabench.sweep_summary"] = KIND
+    kind: Literal["slabench.sweep_summary"] = "slabench.sweep_summary"  # KIND, spelled out as its Literal type says
     schema_version: int = SCHEMA_VERSION
     schema_minor: int = SCHEMA_MINOR
     generated_at: str = Field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

@@ -43,30 +43,33 @@ def capacity_report(
     graded: Sequence[tuple[LevelEstimates, str]], replica: ReplicaPrice, target_rps: float | None
 ) -> CapacityReport:
     """`graded`: every tested level with its verdict against all of the contract's checks."""
-    axis = sorted(((lv, str(s)) for lv, s in graded if lv.level.order is not None), key=lambda p: p[0].level.order)
-    tested = [(lv.level.label, s) for lv, s in axis]
+    # (position on the load axis, level, verdict): scenarios and unstaged runs have no position
+    axis = sorted(
+        ((order, lv, str(s)) for lv, s in graded if (order := lv.level.order) is not None), key=lambda p: p[0]
+    )
+    tested = [(lv.level.label, s) for _, lv, s in axis]
     notes: list[str] = []
-    passing = [lv for lv, s in axis if s == "PASS"]
+    passing = [(order, lv) for order, lv, s in axis if s == "PASS"]
     if not axis:
         notes.append("no concurrency or rate levels were tested (only a scenario or an unstaged run)")
         return CapacityReport(replica.instance_type, tested, None, target_rps, notes=notes)
     if not passing:
         notes.append("no tested level passes every check")
         return CapacityReport(replica.instance_type, tested, None, target_rps, notes=notes)
-    best = passing[-1]
-    below = [lv.level.label for lv, s in axis if lv.level.order < best.level.order and s != "PASS"]
+    best_order, best = passing[-1]
+    below = [lv.level.label for order, lv, s in axis if order < best_order and s != "PASS"]
     if below:
         notes.append(f"lower levels did not all pass ({', '.join(below)}): look at those runs before trusting this")
     report = CapacityReport(replica.instance_type, tested, best.level.label, target_rps, notes=notes)
     thr = best.get("throughput_rps")
-    if thr is None:
+    if thr is None or thr.mean is None:  # (get() already leaves out an estimate without a mean)
         notes.append(f"no throughput measured at {best.level.label}; replicas cannot be sized")
         return report
-    if thr.has_interval:
+    if thr.ci95_low is not None and thr.ci95_high is not None:  # thr.has_interval, spelled out for the type checker
         rps, basis = thr.ci95_low, f"95% CI lower bound over {thr.n} runs (mean {thr.mean:.4g})"
     else:
         rps, basis = thr.mean, "single run" if thr.n <= 1 else f"mean over {thr.n} runs, no interval"
-    per_replica = rps / replica.replicas  # type: ignore[operator]
+    per_replica = rps / replica.replicas
     if target_rps is None:
         return CapacityReport(
             replica.instance_type,

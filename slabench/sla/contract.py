@@ -34,7 +34,8 @@ class _Check(StrictModel):
 
     @property
     def threshold(self) -> float:
-        return getattr(self, self.direction)
+        value: float = getattr(self, self.direction)  # the subclass's `max` or `min` field
+        return value
 
 
 class LatencyTarget(_Check):
@@ -74,12 +75,13 @@ _LATENCY_NAMES = {
     "tpot": "time per output token",
     "e2e": "end-to-end request latency",
 }
-TARGETS: dict[str, tuple[str, str, type[_Check], str]] = {
+_Entry = tuple[str, str, type[_Check], str]
+TARGETS: dict[str, _Entry] = {
     f"{m}_{s}_s": (f"{m}_{s}", "s", LatencyTarget, f"{what}, {s}, seconds")
     for m, what in _LATENCY_NAMES.items()
     for s in ("p50", "p90", "p95", "p99", "mean")
 }
-TARGETS |= {
+_OTHER_TARGETS: dict[str, _Entry] = {  # annotated: `|=` on a bare literal confuses mypy's inference
     "error_rate": ("error_rate", "share", RateCeiling, "failed requests / requests (dropped ones excluded)"),
     "incomplete_rate": ("incomplete_rate", "share", RateCeiling, "streams cut or without usage / requests"),
     "throughput_rps": ("throughput_rps", "req/s", ThroughputFloor, "successful requests per second"),
@@ -105,12 +107,17 @@ TARGETS |= {
         "replicas' $/h ÷ successful requests per hour × 1000",
     ),
 }
+TARGETS |= _OTHER_TARGETS
 
+# pydantic's field definitions: (annotation, FieldInfo); a union made at run time is no static type form.
+_target_fields: dict[str, Any] = {
+    name: (model | None, Field(None, description=desc)) for name, (_, _, model, desc) in TARGETS.items()
+}
 Targets = create_model(
     "Targets",
     __base__=StrictModel,
     __doc__="Ceilings (`max`) and floors (`min`) on the figures measured at the contract's load.",
-    **{name: (model | None, Field(None, description=desc)) for name, (_, _, model, desc) in TARGETS.items()},
+    **_target_fields,
 )
 
 QUALITY_METRICS = {
@@ -119,11 +126,14 @@ QUALITY_METRICS = {
     "pass_agreement": "calls whose pass/fail verdict agrees with the ground truth",
     "parse_rate": "answers that parse as the task's JSON schema",
 }
+_quality_fields: dict[str, Any] = {
+    name: (QualityFloor | None, Field(None, description=desc)) for name, desc in QUALITY_METRICS.items()
+}
 QualityFloors = create_model(
     "QualityFloors",
     __base__=StrictModel,
     __doc__="Floors on answer quality for one workload task (e.g. `verbose`, `terse`), shares 0..1.",
-    **{name: (QualityFloor | None, Field(None, description=desc)) for name, desc in QUALITY_METRICS.items()},
+    **_quality_fields,
 )
 TaskName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]+$")]
 
@@ -190,10 +200,11 @@ class Deployment(StrictModel):
 
 
 class Prices(StrictModel):
-    file: str | None = Field(None, description="price table; relative paths are relative to this contract file")
-    region: str | None = Field(None, description="AWS region (default: the table's default_region)")
+    # Defaults by keyword: type checkers only take `Field(default=...)` for one (`Prices()` is the default).
+    file: str | None = Field(default=None, description="price table; relative paths are relative to this contract file")
+    region: str | None = Field(default=None, description="AWS region (default: the table's default_region)")
     overrides_usd_per_hour: dict[str, Annotated[float, Field(gt=0)]] = Field(
-        {}, description="instance type → USD per instance-hour, replacing (or adding to) the table"
+        default={}, description="instance type → USD per instance-hour, replacing (or adding to) the table"
     )
 
 
@@ -257,7 +268,7 @@ class CheckSpec:
     loc: tuple[str, ...]  # where in the contract
 
 
-def json_schema() -> dict:
+def json_schema() -> dict[str, Any]:
     schema = Contract.model_json_schema()
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -266,25 +277,36 @@ def json_schema() -> dict:
 
 
 # -- loading -----------------------------------------------------------------------------------------------------
+_Lines = dict[tuple[Any, ...], int]  # YAML path → line (slabench.yamlio)
+
+
+def _where(path: Path, lines: _Lines, loc: tuple[str, ...]) -> str:
+    """``file:line`` of the deepest part of `loc` present in the file (a default points at its parent)."""
+    for end in range(len(loc), -1, -1):
+        line = lines.get(tuple(loc[:end]))
+        if line is not None:
+            return f"{path}:{line}"
+    return str(path)
+
+
+def _error(path: Path, lines: _Lines, loc: tuple[str, ...], message: str) -> UserError:
+    return UserError(f"{_where(path, lines, loc)}: {'.'.join(map(str, loc))}: {message}")
+
+
 @dataclass(frozen=True)
 class LoadedContract:
     contract: Contract
     path: Path
-    lines: dict[tuple, int]
+    lines: _Lines
     prices: PriceTable
     region: str
     replica: ReplicaPrice
 
-    def where(self, loc: tuple) -> str:
-        """``file:line`` of the deepest part of `loc` present in the file (a default points at its parent)."""
-        for end in range(len(loc), -1, -1):
-            line = self.lines.get(tuple(loc[:end]))
-            if line is not None:
-                return f"{self.path}:{line}"
-        return str(self.path)
+    def where(self, loc: tuple[str, ...]) -> str:
+        return _where(self.path, self.lines, loc)
 
-    def error(self, loc: tuple, message: str) -> UserError:
-        return UserError(f"{self.where(loc)}: {'.'.join(map(str, loc))}: {message}")
+    def error(self, loc: tuple[str, ...], message: str) -> UserError:
+        return _error(self.path, self.lines, loc, message)
 
     def check_tasks_ran(self, levels: list[LevelEstimates]) -> None:
         """A quality floor for a task no level measured is a contract/run mismatch, not a "no data" FAIL."""
@@ -330,18 +352,19 @@ def load_contract(path: str | Path) -> LoadedContract:
     path = Path(path)
     contract = load_model(path, Contract)
     _, lines = load_yaml(path)
-    partial = LoadedContract(contract, path, lines, None, "", None)  # type: ignore[arg-type]
     prices_path = DEFAULT_PRICES
     if contract.prices.file:
         prices_path = Path(contract.prices.file)
         if not prices_path.is_absolute():
             prices_path = path.parent / prices_path
         if not prices_path.exists():
-            raise partial.error(("prices", "file"), f"no such price table {prices_path}")
+            raise _error(path, lines, ("prices", "file"), f"no such price table {prices_path}")
     table = load_prices(prices_path)
     region = contract.prices.region or table.default_region
     if region not in table.regions and contract.deployment.instance_type not in contract.prices.overrides_usd_per_hour:
-        raise partial.error(
+        raise _error(
+            path,
+            lines,
             ("prices", "region"),
             f"no prices for region {region!r} in {prices_path} (regions: {', '.join(sorted(table.regions))}) "
             "— add them to your own prices.file or give prices.overrides_usd_per_hour",
@@ -349,5 +372,5 @@ def load_contract(path: str | Path) -> LoadedContract:
     try:
         replica = _price(contract, table, region)
     except DeploymentError as e:
-        raise partial.error(e.loc, str(e)) from None
+        raise _error(path, lines, e.loc, str(e)) from None
     return LoadedContract(contract, path, lines, table, region, replica)

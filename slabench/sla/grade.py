@@ -85,7 +85,9 @@ def evaluate(spec: CheckSpec, est: Estimate | None, where: str, min_repeats: int
     """Judge one check against one estimate. `where` names the level for the reason."""
     t = spec.target
     lower_better = t.direction == "max"
-    target, band, unit = t.threshold, t.conditional_band, spec.unit
+    target: float = t.threshold
+    band: float = t.conditional_band
+    unit = spec.unit
     op, anti = ("≤", ">") if lower_better else ("≥", "<")
     target_text = f"target {op} {fmt(target, unit)}"
 
@@ -116,9 +118,11 @@ def evaluate(spec: CheckSpec, est: Estimate | None, where: str, min_repeats: int
     def in_band(x: float) -> bool:
         return x <= target + band if lower_better else x >= target - band
 
-    interval = est.has_interval
+    low, high = est.ci95_low, est.ci95_high
+    ci = (low, high) if low is not None and high is not None else None  # set exactly when est.has_interval
+    interval = ci is not None
     single = est.n <= 1
-    bound = (est.ci95_high if lower_better else est.ci95_low) if interval else est.mean
+    bound = (ci[1] if lower_better else ci[0]) if ci is not None else est.mean
     mean_text = fmt(est.mean, unit)
     if interval:
         which = "upper" if lower_better else "lower"
@@ -141,7 +145,7 @@ def evaluate(spec: CheckSpec, est: Estimate | None, where: str, min_repeats: int
         status = Status.FAIL
         band_text = f" and its conditional band ({fmt(band, unit)})" if band > 0 else ""
         reason = f"{basis}: {'mean ' if interval else ''}{mean_text} {anti} {fmt(target, unit)}{band_text}"
-        if interval and meets(est.ci95_low if lower_better else est.ci95_high):  # type: ignore[arg-type]
+        if ci is not None and meets(ci[0] if lower_better else ci[1]):
             reason += " (the interval reaches the target, but the mean does not meet it)"
     if status is Status.FAIL and t.severity == "soft":
         status = Status.CONDITIONAL
@@ -222,7 +226,7 @@ class Verdict:
                 return [clean(v) for v in x]
             return x
 
-        d = {
+        d: dict[str, Any] = {
             "schema_version": self.schema_version,
             "schema_minor": VERDICT.minor,
             "kind": VERDICT.kind,
@@ -254,7 +258,8 @@ class Verdict:
             "levels": [{"level": label, "verdict": str(s)} for label, s in self.levels],
             "notes": list(self.notes),
         }
-        return clean(d)
+        out: dict[str, Any] = clean(d)  # the same keys, infinities made null
+        return out
 
 
 def _no_level_checks(specs: Sequence[CheckSpec], load: str, tested: list[str]) -> list[CheckResult]:

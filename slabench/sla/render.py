@@ -9,7 +9,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from slabench.analysis.report import Para, Section, Tab
+from slabench.analysis.report import Block, Para, Section, Tab
 from slabench.sla.grade import CheckResult, Status, Verdict, fmt
 
 STYLE = {Status.PASS: "bold green", Status.CONDITIONAL: "bold yellow", Status.FAIL: "bold red"}
@@ -146,6 +146,6 @@ def comparison_table(verdicts: Sequence[Verdict]) -> Table:
 
 def verdict_section(v: Verdict) -> Section:
     """The verdict as a section of the sweep report: headline, the checks with their reasons, cost and capacity."""
-    blocks: list = [Para(f"**{v.status}** — {v.summary}"), Tab(HEADER, check_rows(v))]
+    blocks: list[Block] = [Para(f"**{v.status}** — {v.summary}"), Tab(HEADER, check_rows(v))]
     blocks += [Para(line) for line in _detail_lines(v)]
     return Section(f"SLA verdict: {v.status} ({v.contract})", blocks)
