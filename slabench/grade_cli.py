@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from slabench.sla.contract import load_contract
     from slabench.sla.grade_run import exit_code, grade_run_dir, write_verdict
     from slabench.sla.render import comparison_table, verdict_table
+    from slabench.sla.verdict_file import verdict_document
 
     if args.instance_type and len(args.instance_type) != len(args.run_dirs):
         raise UserError(
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             if not args.json:
                 console.print(f"wrote {path}")
     if args.json:  # one JSON document: the verdict, or a list of them for several RUN_DIRs
-        docs = [v.to_dict() for v in verdicts]
+        docs = [verdict_document(v) for v in verdicts]
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2, ensure_ascii=False))
     elif len(verdicts) > 1:
         console.print(comparison_table(verdicts))

@@ -90,6 +90,7 @@ RUN_STATUS = FileSchema(
     "slabench.run_status", 1, 2, "run status (run_status.json)", kindless_before_minor=1
 )  # 2: saturation
 SUMMARY = FileSchema("slabench.sweep_summary", 2, 1, "sweep summary (summary.json)")  # 2: typed; .1: level_unit
-VERDICT = FileSchema("slabench.verdict", 1, 2, "SLA verdict (verdict.json)", kindless_before_minor=1)  # 2: incomplete
+# verdict minor 2: incomplete; 3: every cost line carries the whole estimate (typed: slabench.sla.verdict_file)
+VERDICT = FileSchema("slabench.verdict", 1, 3, "SLA verdict (verdict.json)", kindless_before_minor=1)
 SWEEP = FileSchema("slabench.sweep", 1, 0, "sweep record (sweep.json)")
 SWEEP_RUN = FileSchema("slabench.sweep_run", 1, 0, "run manifest (manifest.json)")

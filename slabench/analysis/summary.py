@@ -1,6 +1,6 @@
 """The one typed schema of `summary.json`: per level, per metric, an `Estimate` — written by the aggregator, read by
 the grader, the report and the capacity answer. Strict pydantic models; the JSON Schema is published in
-docs/summary.schema.json (`python -m slabench.analysis.summary --check` verifies it is current).
+docs/summary.schema.json (`slabench.published_schemas`).
 
 Versions follow `slabench.schema` (`SUMMARY`): another kind or major version is refused with one line; a newer
 minor version only adds fields, which this reader ignores.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +24,6 @@ from slabench.schema import SUMMARY
 KIND = SUMMARY.kind
 SCHEMA_VERSION = SUMMARY.major
 SCHEMA_MINOR = SUMMARY.minor
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "summary.schema.json"
 
 
 class _Model(BaseModel):
@@ -157,17 +155,3 @@ def parse_summary(data: Any, where: str) -> SweepSummary:
 
 def load_summary(path: str | Path) -> SweepSummary:
     return parse_summary(SUMMARY.read_json(path), str(path))
-
-
-def json_schema() -> str:
-    return json.dumps(SweepSummary.model_json_schema(), indent=2) + "\n"
-
-
-if __name__ == "__main__":  # python -m slabench.analysis.summary [--check]
-    text = json_schema()
-    if "--check" in sys.argv:
-        if not SCHEMA_PATH.exists() or SCHEMA_PATH.read_text(encoding="utf-8") != text:
-            print(f"{SCHEMA_PATH} is out of date: run `python -m slabench.analysis.summary`", file=sys.stderr)
-            sys.exit(1)
-    else:
-        SCHEMA_PATH.write_text(text, encoding="utf-8")

@@ -197,6 +197,9 @@ def grade_level(
     return LevelVerdict(full, worst(c.status for c in checks), checks, costs)
 
 
+UNMEASURED = Estimate(mean=None, n=0, interval="none: not measured")  # a cost line whose rate was not measured
+
+
 @dataclass(frozen=True)
 class Verdict:
     contract: str
@@ -249,7 +252,7 @@ class Verdict:
             "cost": [
                 {
                     "metric": c.metric,
-                    **(asdict(c.estimate) if c.estimate else {"mean": None}),
+                    **asdict(c.estimate or UNMEASURED),
                     "arithmetic": c.arithmetic,
                 }
                 for c in self.cost

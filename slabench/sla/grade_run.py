@@ -26,6 +26,7 @@ from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
 from slabench.sla.grade import EXIT_CODES, Verdict, grade
 from slabench.sla.render import verdict_markdown
 from slabench.sla.single_run import levels_from_table
+from slabench.sla.verdict_file import verdict_document
 
 RECORD_NAMES = ("records.jsonl", "records.parquet", "records.ndjson")
 
@@ -150,6 +151,6 @@ def write_verdict(verdict: Verdict, directory: str | Path) -> Path:
         d = d.parent
     d.mkdir(parents=True, exist_ok=True)
     out = d / "verdict.json"
-    _atomic_write(out, json.dumps(verdict.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    _atomic_write(out, json.dumps(verdict_document(verdict), indent=2, ensure_ascii=False) + "\n")
     _atomic_write(d / "verdict.md", verdict_markdown(verdict))
     return out
