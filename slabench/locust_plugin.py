@@ -230,6 +230,11 @@ class RecordHub:
         self.refusals = RefusalWatch(self.opts.api_key_env, self._stop_for)
         self.intake: MasterIntake | None = None
         self.shipper: Shipper | None = None
+        # The hub's own events (master/local), so the parts that ride on a run never depend on the order in which
+        # Locust calls its listeners: run_started once the run's id and sink exist (before any user starts),
+        # run_ended once its records are closed and run_status.json written.
+        self.run_started: list[Callable[[], None]] = []
+        self.run_ended: list[Callable[[], None]] = []
         if self.is_worker:
             self.runner.register_message(MSG_RUN, self._on_run)
             self.runner.register_message(MSG_STOP, self._on_stop_request)
@@ -298,6 +303,8 @@ class RecordHub:
         if self.env.host:
             o = self.opts
             self._provenance = gevent.spawn(provenance.collect, self.env.host, o.api_key_env, o.insecure)
+        for listener in self.run_started:
+            listener()
 
     def _on_run(self, msg: Any, **_: Any) -> None:
         self.run_id = msg.data["run_id"]
@@ -395,6 +402,8 @@ class RecordHub:
             log.error("slabench: the run is incomplete (exit %d): %s", ExitCode.INCOMPLETE, "; ".join(reasons))
             if self.env.process_exit_code in (None, 0, 1, 2):
                 self.env.process_exit_code = ExitCode.INCOMPLETE
+        for listener in self.run_ended:
+            listener()
 
     def _provenance_value(self) -> dict[str, Any] | None:
         if self._provenance is None:

@@ -1,9 +1,8 @@
 """Scrape the target's server metrics during every Locust run (master or local runner only; workers never do).
 
-At test_start a poller process (`python -m slabench.scrape`) takes the baseline scrape before any user starts, then
-one a second; at test_stop it takes the closing scrape and exits, leaving `server_metrics.jsonl` beside the records
-(`environment.slabench.store.path`'s folder). `install(hooks)` must run after `slabench.locust_plugin.install` (the
-plugin's test_start opens the sink this module writes beside).
+When the record hub has started a run (its `run_started`: the sink is open, no user has started) a poller process
+(`python -m slabench.scrape`) takes the baseline scrape, then one a second; when the hub stops the run it takes the
+closing scrape (`stop_scrape`) and exits, leaving `server_metrics.jsonl` beside the records.
 
 Options: `--server-metrics URL|off` (default: the --host's `/metrics`), `--server-metrics-interval S` (default 1).
 """
@@ -50,11 +49,13 @@ def check_option(value: str) -> str | None:
     return None
 
 
-def _on_init(environment: Any, **_: Any) -> None:
+def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     problem = check_option(getattr(environment.parsed_options, "server_metrics", "") or "")
     if problem:
         log.error("slabench: %s", problem)
         raise SystemExit(UserError.exit_code)
+    if runner is not None and not isinstance(runner, WorkerRunner):  # workers never scrape
+        environment.slabench.run_started.append(lambda: _on_run_started(environment))
 
 
 def target_url(environment: Any) -> str | None:
@@ -120,17 +121,14 @@ class ScrapeProcess:
         return self.summary
 
 
-def _on_test_start(environment: Any, **_: Any) -> None:
-    hub = getattr(environment, "slabench", None)
-    if hub is None or isinstance(environment.runner, WorkerRunner):
-        return
+def _on_run_started(environment: Any) -> None:
+    """The hub's run_started (master or local runner): its sink is open, no user has started yet."""
+    hub = environment.slabench
     _stop(environment)  # a previous run's poller that never saw its test_stop
     url = target_url(environment)
     if url is None:
         return
-    if hub.store.sink is None:
-        log.warning("slabench: no record sink open at test start; server metrics are not scraped for this run")
-        return
+    assert hub.store.sink is not None  # run_started comes after the sink is opened
     proc = ScrapeProcess(
         url, hub.store.sink.path.parent / FILE_NAME, hub.run_id, environment.parsed_options, environment.host
     )
@@ -155,12 +153,10 @@ def _stop(environment: Any) -> None:
 
 
 def install(hooks: Any = events) -> None:
-    """Register on Locust's hooks once (idempotent). Call after `slabench.locust_plugin.install(hooks)`."""
+    """Register on Locust's hooks once (idempotent), from `slabench.locust_plugin.install` (the hub exists at init)."""
     if getattr(hooks, "_slabench_scrape_installed", False):
         return
     hooks._slabench_scrape_installed = True
     hooks.init_command_line_parser.add_listener(add_options)
     hooks.init.add_listener(_on_init)
-    hooks.test_start.add_listener(_on_test_start)
-    hooks.test_stop.add_listener(lambda environment, **_: _stop(environment))
-    hooks.quitting.add_listener(lambda environment, **_: _stop(environment))
+    hooks.quitting.add_listener(lambda environment, **_: _stop(environment))  # the hub's stop takes the closing scrape

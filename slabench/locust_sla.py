@@ -114,10 +114,7 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
         log.error("slabench sla: %s", e)
         raise SystemExit(UserError.exit_code) from None
     environment.slabench_sla = SlaHook(environment, loaded)
-    hooks = environment.events
-    if not getattr(hooks, "_slabench_sla_grader", False):  # once per hooks object, after every install()
-        hooks._slabench_sla_grader = True
-        hooks.test_stop.add_listener(_on_test_stop)
+    environment.slabench.run_ended.append(lambda: _grade(environment))  # records closed, run_status.json written
 
 
 def _check_one_run(opts: Any) -> None:
@@ -132,19 +129,17 @@ def _check_one_run(opts: Any) -> None:
         )
 
 
-def _on_test_stop(environment: Environment, **_: Any) -> None:
-    hook: SlaHook | None = getattr(environment, "slabench_sla", None)
-    hub = getattr(environment, "slabench", None)
-    if hook is not None and hub is not None and hub.stop_reason:
+def _grade(environment: Environment) -> None:
+    hook: SlaHook = environment.slabench_sla
+    hub = environment.slabench
+    if hub.stop_reason:
         log.error("slabench sla: not graded: the run was stopped early (the reason is in the line above)")
         return  # exit 3 stands: a refused key, model or URL is the user's to fix, not an SLA result
-    if hook is not None:  # added at init, so it runs after the record hub's test_stop has closed the records
-        code = hook.grade()
-        # a run that did not measure what it claims (a lost worker, nothing answered) exits 4 whatever the verdict
-        status = hub.status if hub is not None else None
-        if status is not None and status.reasons() and code != ExitCode.BAD_INPUT:
-            code = ExitCode.INCOMPLETE
-        environment.process_exit_code = code
+    code = hook.grade()
+    # a run that did not measure what it claims (a lost worker, nothing answered) exits 4 whatever the verdict
+    if hub.status is not None and hub.status.reasons() and code != ExitCode.BAD_INPUT:
+        code = ExitCode.INCOMPLETE
+    environment.process_exit_code = code
 
 
 def install(hooks: Any = events) -> None:

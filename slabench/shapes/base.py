@@ -231,6 +231,7 @@ class ShapeRuntime:
         self.missing: dict[str, float] = {}  # master: workers missing heartbeats now → since (monotonic)
         self.last_record = time.monotonic()  # master / local: when the latest record was stored
         # the record hub calls these on the master / local runner
+        self.hub.run_started.append(self.on_test_start)  # after the hub announced the run id to the workers
         self.hub.store.listeners.append(self._on_record)
         self.hub.workers.listeners.append(self._on_worker_missing)
         if self.hub.intake is not None:
@@ -497,13 +498,12 @@ def _runtime(environment: Any, method: str) -> None:
 
 def install(shape_class: type[SlabenchShape], hooks: Any = events) -> None:
     """Register the shape machinery once per event hooks, and `shape_class`'s options once per alias."""
-    install_plugin(hooks)  # the record hub's listeners first: it must know the run before shapes start
+    install_plugin(hooks)  # the record hub exists from its init on; the runtime rides on its run_started
     if not getattr(hooks, "_slabench_shapes_installed", False):
         hooks._slabench_shapes_installed = True
         hooks._slabench_shape_options = set()
         hooks.init_command_line_parser.add_listener(add_common_options)
         hooks.init.add_listener(_on_init)
-        hooks.test_start.add_listener(lambda environment, **_: _runtime(environment, "on_test_start"))
         hooks.test_stopping.add_listener(lambda environment, **_: _runtime(environment, "on_test_stopping"))
         hooks.test_stop.add_listener(lambda environment, **_: _runtime(environment, "on_test_stop"))
     if shape_class.alias not in hooks._slabench_shape_options:

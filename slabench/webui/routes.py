@@ -382,26 +382,14 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
     view = LiveView(environment, hub)
     environment.slabench_live = view
     hub.store.listeners.append(view.on_record)
+    hub.run_started.append(view.start)
+    hub.run_ended.append(view.stop)  # the final figures and grade read the closed records
     base = getattr(environment.parsed_options, "web_base_path", "") or ""
     web_ui.app.register_blueprint(blueprint(view, web_ui, base))
     web_ui.app.after_request(_after_request(view))
     web_ui.app.before_request(_before_swarm(environment, web_ui))
     _extend_template_args(web_ui, view.agg.window_s)
     environment.events.reset_stats.add_listener(view.reset_stats)  # that event carries no environment
-
-
-def _view(environment: Environment) -> LiveView | None:
-    return getattr(environment, "slabench_live", None)
-
-
-def _on_test_start(environment: Environment, **_: Any) -> None:
-    if (view := _view(environment)) is not None:
-        view.start()
-
-
-def _on_test_stop(environment: Environment, **_: Any) -> None:
-    if (view := _view(environment)) is not None:
-        view.stop()
 
 
 def install(hooks: Any = events) -> None:
@@ -411,5 +399,3 @@ def install(hooks: Any = events) -> None:
     hooks._slabench_webui_installed = True
     hooks.init_command_line_parser.add_listener(add_options)
     hooks.init.add_listener(_on_init)
-    hooks.test_start.add_listener(_on_test_start)
-    hooks.test_stop.add_listener(_on_test_stop)
