@@ -293,6 +293,8 @@ class RecordHub:
         self.workers.new_run()
         self.saturation.reset()
         self.store.open(Path(self.opts.records or f"runs/{self.run_id}/records.jsonl"))
+        # Until the final status replaces it: a process killed mid-run leaves a run that says it did not finish.
+        write_run_status(self.store.path.parent, RunStatus(run_id=self.run_id, finished=False))
         if self.env.process_exit_code == ExitCode.INCOMPLETE:  # a previous run's (web UI): this run decides anew
             self.env.process_exit_code = None
         if self.intake is not None:

@@ -109,6 +109,9 @@ class RunStatus(BaseModel):
     workers_without_final_batch: list[str] = Field(default_factory=list)
     saturation: Saturation = Field(default_factory=Saturation)
     provenance: dict[str, Any] | None = None  # what served the run (slabench.provenance), when it could be found
+    # False from the run's start until its final status replaces this one: a process killed mid-run leaves it so
+    # (absent in files written before minor 3: those were written at the end, so finished)
+    finished: bool = True
 
     def reasons(self) -> list[str]:
         """Why the run cannot stand for its load. Files of before `incomplete_reasons` was written: from their
@@ -129,6 +132,11 @@ class RunStatus(BaseModel):
                 out.append("the run answered no request (0 records)")
         if self.stopped:
             out.append(f"the run was stopped early: {self.stopped}")
+        if not self.finished:
+            out.append(
+                "the run did not finish: its Locust process stopped before writing the run's final status (killed, "
+                "or still running) — the records hold only part of the run"
+            )
         return out
 
 

@@ -60,3 +60,28 @@ def test_ctrl_c_while_users_are_busy_loses_no_request(simulator, tmp_path, shape
     assert not list((tmp_path / "spool").rglob("*.jsonl"))  # the master has the records: no second copy left
     if "--burst-queue" in shape:
         assert Counter(r.item_id for r in records) == Counter(f"queue-{i:05d}" for i in range(1000))
+
+
+def test_a_run_killed_with_sigkill_cannot_pass(simulator, tmp_path):
+    """kill -9 leaves no chance to write the final status: the run's records are a part of it, which must never
+    grade PASS (it used to: exit 0 on the first seconds of a 30 s run)."""
+    url = simulator("--ttft", "0.005", "--itl", "0.001", "--output-tokens", "4")
+    records_path = tmp_path / "records.jsonl"
+    argv = [sys.executable, "-m", "locust", "--headless", "--only-summary", "-f", "locustfiles/chat_replay.py"]
+    argv += ["--host", url, "-u", "2", "-t", "120s", "--records", str(records_path)]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while not (records_path.exists() and records_path.read_text().count("\n") >= 20):
+            assert time.monotonic() < deadline and proc.poll() is None, "the run wrote no records"
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait()
+    sla = tmp_path / "sla.yaml"
+    sla.write_text("name: s\nload: {concurrency: 2}\ndeployment: {instance_type: g6e.xlarge}\n"
+                   "targets:\n  ttft_p95_s: {max: 9}\n")  # fmt: skip
+    res = subprocess.run([sys.executable, "-m", "slabench", "grade", str(records_path), "--sla", str(sla)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert "the run did not finish" in res.stdout
