@@ -235,6 +235,7 @@ class RecordHub:
         # run_ended once its records are closed and run_status.json written.
         self.run_started: list[Callable[[], None]] = []
         self.run_ended: list[Callable[[], None]] = []
+        self.run_open = False  # master/local: from start_run until the whole finish (status, run_ended) is done
         if self.is_worker:
             self.runner.register_message(MSG_RUN, self._on_run)
             self.runner.register_message(MSG_STOP, self._on_stop_request)
@@ -261,7 +262,10 @@ class RecordHub:
     def meta(self, user_id: str, **kw: Any) -> RecordMeta:
         stage = self.stage_fn() if self.stage_fn is not None else {}
         given = {k: v for k, v in kw.items() if v is not None}  # an unset item_id must not hide the shape's
-        return RecordMeta(run_id=self.run_id, worker_id=self.worker_id, user_id=user_id, **{**stage, **given})
+        fields = {**stage, **given}
+        if stage.get("item_id") is not None:  # inside an open-loop item its id wins, as on the record (_ItemClient)
+            fields["item_id"] = stage["item_id"]
+        return RecordMeta(run_id=self.run_id, worker_id=self.worker_id, user_id=user_id, **fields)
 
     def target(self, host: str) -> Target:
         o = self.opts
@@ -293,6 +297,7 @@ class RecordHub:
         self.workers.new_run()
         self.saturation.reset()
         self.store.open(Path(self.opts.records or f"runs/{self.run_id}/records.jsonl"))
+        self.run_open = True
         # Until the final status replaces it: a process killed mid-run leaves a run that says it did not finish.
         write_run_status(self.store.path.parent, RunStatus(run_id=self.run_id, finished=False))
         if self.env.process_exit_code == ExitCode.INCOMPLETE:  # a previous run's (web UI): this run decides anew
@@ -381,14 +386,14 @@ class RecordHub:
             return
         if self._pump is not None:
             self._pump.kill()
-        if self.store.sink is None:
+        if not self.run_open or self.store.path is None:
             return
         if self.intake is not None:
             if not self.intake.accounted:  # Locust quit in the middle of stopping
                 self.intake.account_for_workers_without_final()
             self.intake.drain()
-        path, tally = self.store.sink.path, self.store.tally
-        self.store.close()
+        path, tally = self.store.path, self.store.tally
+        self.store.close()  # (already closed when a finish cut short by quitting is done again)
         stop_scrape(self.env)  # the closing scrape, for the server's request count
         self.status = self.write_status(path.parent)
         log.info("slabench: %s", summary_line(tally.records, path, tally.outcomes))
@@ -406,6 +411,7 @@ class RecordHub:
                 self.env.process_exit_code = ExitCode.INCOMPLETE
         for listener in self.run_ended:
             listener()
+        self.run_open = False  # only now: a finish cut short by quitting (grading included) is done again
 
     def _provenance_value(self) -> dict[str, Any] | None:
         if self._provenance is None:
@@ -577,7 +583,7 @@ def _stop_run_before_quitting(environment: Environment, **_: Any) -> None:
     hub: RecordHub | None = getattr(environment, "slabench", None)
     if hub is not None and hub.shipper is not None:
         hub.shipper.wait_for_ack(ACK_WAIT_S)  # else the spool stays behind as a second copy of records the master has
-    elif hub is not None and hub.store.sink is not None:
+    elif hub is not None and hub.run_open:
         # Locust quit in the middle of stopping the run (its stop was running in a greenlet that quitting kills,
         # e.g. after "the last worker went missing"): test_stop never fired. Finish the run: records, status, grade.
         environment.events.test_stop.fire(environment=environment)

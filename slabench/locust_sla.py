@@ -13,8 +13,8 @@ stops and sets the process exit code, for CI users who never run the sweep.
 - The load: records stamped by a shape carry their level; a plain run's records do not, so the run is taken to be
   at concurrency ``-u`` (without a shape) — a contract for another load then has no data and FAILS, honestly.
 
-`install()` registers on Locust's event hooks once (idempotent). The grading listener is added at `init`, after
-every locustfile has registered its own, so it runs after the record hub has closed its sink.
+`install()` registers on Locust's event hooks once (idempotent). Grading rides on the record hub's own `run_ended`,
+which comes after the records are closed and `run_status.json` is written.
 """
 
 from __future__ import annotations
@@ -63,8 +63,7 @@ class SlaHook:
         self.verdict: Any = None
 
     def records_path(self) -> Path | None:
-        hub = getattr(self.env, "slabench", None)
-        return hub.store.path if hub is not None else None
+        return self.env.slabench.store.path
 
     def run_level(self) -> Any:
         """The load of a plain run (no shape): concurrency = the user count asked for."""

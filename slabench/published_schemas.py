@@ -36,9 +36,10 @@ def stale() -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--check" in argv:
-        for path in stale():
+        old = stale()
+        for path in old:
             print(f"{path} is out of date: run `python -m slabench.published_schemas`", file=sys.stderr)
-        return 1 if stale() else 0
+        return 1 if old else 0
     for path, make in SCHEMAS.items():
         path.parent.mkdir(exist_ok=True)
         path.write_text(render(make), encoding="utf-8")

@@ -98,7 +98,10 @@ def _row(d: dict, where: str, position: int, lengths: bool, kind: str) -> QueueI
         raise UserError(f"{where}: no offset_s — every row needs its offset in seconds from the start")
     index = position
     if d.get("index") not in (None, ""):
-        index = int(_number(d["index"], where, "index"))
+        number = _number(d["index"], where, "index")
+        if number < 0 or number != int(number):
+            raise UserError(f"{where}: index: {d['index']!r} is not a whole number ≥ 0")
+        index = int(number)
     account = d.get("account")
     item_id = d.get("item_id")
     return QueueItem(

@@ -99,7 +99,7 @@ class ParquetSink:
 
     def _write_part(self, table: pa.Table) -> None:
         final = self.path / f"part-{self._next_part:05d}.parquet"
-        tmp = final.with_suffix(".tmp")
+        tmp = self.path / f"_{final.name}.tmp"  # `_` names are not read: a kill mid-write leaves the records readable
         pq.write_table(table, tmp)
         os.replace(tmp, final)
         self._next_part += 1
@@ -115,11 +115,11 @@ class ParquetSink:
         parts = sorted(self.path.glob("part-*.parquet"))
         if len(parts) > 1:  # compact: one part is kinder to readers; write it before removing the small ones
             table = pa.concat_tables(pq.read_table(p, schema=ARROW_SCHEMA) for p in parts)
-            merged = self.path / "merged.tmp"
+            merged = self.path / "_merged.tmp"  # not read while it is written
             pq.write_table(table, merged)
-            for p in parts:
+            os.replace(merged, parts[0])  # then part-00000 holds every record, and the others go
+            for p in parts[1:]:
                 p.unlink()
-            os.replace(merged, self.path / "part-00000.parquet")
             self._next_part = 1
 
 

@@ -231,16 +231,16 @@ class ShapeRuntime:
         self.missing: dict[str, float] = {}  # master: workers missing heartbeats now → since (monotonic)
         self.last_record = time.monotonic()  # master / local: when the latest record was stored
         # the record hub calls these on the master / local runner
-        self.hub.run_started.append(self.on_test_start)  # after the hub announced the run id to the workers
+        self.hub.run_started.append(self.on_run_started)  # after the hub announced the run id to the workers
         self.hub.store.listeners.append(self._on_record)
         self.hub.workers.listeners.append(self._on_worker_missing)
         if self.hub.intake is not None:
             self.hub.intake.lost_listeners.append(self._on_worker_lost)
 
     # master / local -------------------------------------------------------------------------------------------
-    def on_test_start(self) -> None:
+    def on_run_started(self) -> None:
         shape = self.env.shape_class
-        if self.is_worker or not isinstance(shape, SlabenchShape):
+        if not isinstance(shape, SlabenchShape):
             return
         if shape.plan is None:  # started without a tick (not expected, but never start without a plan)
             shape.plan = shape.plan_for(self.env)

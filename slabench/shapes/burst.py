@@ -55,7 +55,8 @@ class BurstShape(OpenLoopShape):
         end = items[-1].due
         span = Span(0.0, end, None, repeat, "hold")
         text = f"{len(items)} of {len(rows)} queued requests from {source} over {end:.1f} s (time scale {scale:g})"
-        return Plan((span,), None, tuple(items), user_class, end, text, source)
+        return Plan(spans=(span,), level_unit=None, items=tuple(items), user_class=user_class, end=end, text=text,
+                    source=source)  # fmt: skip
 
 
 install(BurstShape)

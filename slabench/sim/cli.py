@@ -74,6 +74,10 @@ def sim_args_to_argv(values: dict, prefix: str = "") -> list[str]:
     options not in `values`, or None, are left to the simulator's defaults."""
     probe = argparse.ArgumentParser(add_help=False)
     add_sim_options(probe)
+    known = {prefix + a.dest for a in probe._actions}
+    unknown = sorted(k for k in values if k.startswith(prefix) and k not in known)
+    if unknown:  # a renamed or misspelt option would otherwise be left out without a word
+        raise ValueError(f"not `slabench simulate` options: {', '.join(unknown)}")
     argv = []
     for action in probe._actions:
         value = values.get(prefix + action.dest)

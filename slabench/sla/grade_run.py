@@ -15,12 +15,13 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from slabench.analysis.aggregate import aggregate, discover
+from slabench.analysis.aggregate import aggregate
 from slabench.analysis.columns import read_table
 from slabench.analysis.summary import SweepSummary, load_summary
 from slabench.errors import ExitCode, UserError
 from slabench.provenance import instance_type_warning
 from slabench.run_status import Saturation, run_evidence, saturation_reasons
+from slabench.schema import SWEEP_RUN
 from slabench.sla.contract import LoadedContract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
 from slabench.sla.grade import EXIT_CODES, Verdict, grade
@@ -80,17 +81,19 @@ def read_run(run_dir: str | Path, unstaged_level: Level | None = None, merge_run
 
 
 def _refuse_stale_summary(path: Path, summary: SweepSummary) -> None:
-    """A summary whose runs are not the finished runs on disk beside it (a run redone, added or removed after it was
-    aggregated) no longer describes the sweep: grading it would judge measurements that are not those on disk. Runs
-    are told apart by their run ids (their manifests'), so a copied or downloaded sweep still grades."""
-    try:
-        sources, _ = discover(path.parent, None, [])
-    except UserError:
-        return  # no runs beside it: a summary alone (of a records file elsewhere, or copied on its own)
-    on_disk = {s.run_id for s in sources}
+    """A summary whose runs are not the finished runs on disk beside it (a repeat run again — each attempt has its
+    own run id —, a run added or removed after it was aggregated) no longer describes the sweep: grading it would judge
+    measurements that are not those on disk. Runs are told apart by their manifests' run ids (read alone, no
+    records), so a copied or downloaded sweep still grades."""
+    on_disk = set()
+    for manifest in path.parent.glob("*/*/manifest.json"):
+        data = SWEEP_RUN.read_json(manifest, missing_ok=True) or {}
+        has_records = any((manifest.parent / name).exists() for name in RECORD_NAMES)
+        if data.get("status", "complete") == "complete" and has_records:  # the runs the aggregator counts
+            on_disk.add(data.get("run_id"))
     summarised = {r.run_id for lv in summary.levels for r in lv.runs}
-    if None in on_disk | summarised or on_disk == summarised:
-        return  # runs written before run ids: nothing to compare
+    if not on_disk or None in on_disk | summarised or on_disk == summarised:
+        return  # a summary alone (of a records file), or runs written before run ids: nothing to compare
     changed = sorted(on_disk ^ summarised, key=str)
     raise UserError(
         f"{path}: its runs are not the finished runs beside it (run {changed[0]} is in one and not the other) — the "

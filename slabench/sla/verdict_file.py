@@ -58,12 +58,12 @@ CapacityFile = create_model(
 class VerdictFile(_File):
     """verdict.json: the verdict, the evidence's completeness, every check on its interval, cost and capacity."""
 
-    kind: Literal["slabench.verdict"]
+    kind: Literal["slabench.verdict"] = "slabench.verdict"  # absent in files of minor 0
     schema_version: int
-    schema_minor: int
+    schema_minor: int = 0
     verdict: Status
-    measurement: Literal["complete", "incomplete"]  # incomplete: exit 4 whatever the verdict
-    incomplete: list[str]
+    measurement: Literal["complete", "incomplete"] = "complete"  # incomplete: exit 4 whatever the verdict (minor 2)
+    incomplete: list[str] = []
     summary: str
     contract: str
     sla_file: str

@@ -29,6 +29,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -351,7 +352,8 @@ class SweepRunner:
         if rdir.exists():  # an interrupted or failed attempt: start clean
             shutil.rmtree(rdir)
         rdir.mkdir(parents=True)
-        run_id = f"{self.sweep_id}-L{run.level}-r{run.repeat}"
+        # each attempt its own id: a repeat run again is another run (a summary of the first no longer describes it)
+        run_id = f"{self.sweep_id}-L{run.level}-r{run.repeat}-{uuid.uuid4().hex[:6]}"
         argv = locust_argv(self.cfg, run, rdir, run_id, url)
         manifest: dict[str, Any] = {
             **SWEEP_RUN.stamp(),

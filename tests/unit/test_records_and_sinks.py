@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,24 @@ def test_a_corrupt_line_names_the_file_and_line(tmp_path):
 def test_unknown_sink_suffix_is_a_clear_error(tmp_path):
     with pytest.raises(UserError, match=r"\.jsonl or \.parquet"):
         open_sink(tmp_path / "r.csv")
+
+
+def test_a_parquet_run_killed_while_writing_a_part_keeps_every_flushed_record(tmp_path, monkeypatch):
+    """A process killed mid-write leaves a cut-short temporary part: the parts already written stay readable (the
+    temporary was named so that the reader took it for a part, and one cut short made the whole run unreadable)."""
+    import slabench.sinks
+
+    first, second, third = sample(3)
+    sink = ParquetSink(tmp_path / "r.parquet")
+    sink.write([first, second])
+    sink.flush()
+
+    def killed_mid_write(table, where):
+        Path(where).write_bytes(b"PAR1 cut short")
+        raise KeyboardInterrupt  # the process dies here
+
+    monkeypatch.setattr(slabench.sinks.pq, "write_table", killed_mid_write)
+    sink.write([third])
+    with pytest.raises(KeyboardInterrupt):
+        sink.flush()
+    assert [r.request_id for r in read_records(tmp_path / "r.parquet")] == ["req0", "req1"]

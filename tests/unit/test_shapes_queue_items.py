@@ -45,6 +45,7 @@ def test_minimal_csv_and_jsonl():
         ("account,seed\nA,1\n", r"q:1: header: needs an offset_s column"),
         ("offset_s,seed\n0,-3\n", r"q:2: seed: '-3' is not a non-negative integer"),
         ("index,offset_s\n0,0\n0,1\n", r"q:3: index 0 repeats q:2"),
+        ("index,offset_s\n1.9,0\n", r"q:2: index: '1.9' is not a whole number ≥ 0"),
         ('{"offset_s": 1}\n{"offset_s": 0}\n', r"q:2: offset 0 is earlier"),
         ('{"offset_s": 1}\n[1]\n', r"q:2: not a JSON object"),
         ('{"offset_s": 1}\n{"account": "A"}\n', r"q:2: no offset_s"),
