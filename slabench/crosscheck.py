@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from slabench import metrics
-from slabench.record import Outcome, RequestRecord
+from slabench.record import Outcome, RequestRecord, StageUnit, unit_before_stage_unit
 
 SCHEMA_VERSION = 1
 LATENCIES = {"ttft": ("time_to_first_token_seconds", metrics.ttft), "e2e": ("e2e_request_latency_seconds", metrics.e2e)}
@@ -226,10 +226,12 @@ def by_stage(
     request counts say how exact each comparison is."""
     groups: dict[tuple, list[RequestRecord]] = {}
     for r in records:
-        groups.setdefault((r.stage_level, r.stage_repeat), []).append(r)
+        unit = StageUnit(r.stage_unit or unit_before_stage_unit(r.scheduled))
+        load = None if r.stage_level is None else unit.load(r.stage_level)
+        groups.setdefault((load, unit.load_unit, r.stage_repeat), []).append(r)
     out = []
-    for (level, repeat), recs in sorted(groups.items(), key=lambda kv: tuple(-1 if x is None else x for x in kv[0])):
+    for (load, unit, repeat), recs in sorted(groups.items(), key=lambda kv: (kv[0][0] or -1, kv[0][2] or -1)):
         c = crosscheck(recs, scrapes, tolerance=tolerance)
-        if c is not None:
-            out.append({"stage_level": level, "stage_repeat": repeat, **c})
+        if c is not None:  # the level in its unit (users, or req/s for the rate shapes' thousandths)
+            out.append({"stage_level": load, "level_unit": unit, "stage_repeat": repeat, **c})
     return out

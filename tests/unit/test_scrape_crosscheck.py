@@ -166,8 +166,19 @@ def test_by_stage_checks_each_level_and_repeat():
     recs = [rec(i, 100.0 + i, 0.1, 0.5, stage_level=lvl, stage_repeat=0) for i, lvl in enumerate([1, 1, 4, 4])]
     scrapes = [scrape(float(t), 0.0, 0.0, 0.0, hist([]), hist([])) for t in range(98, 112)]
     stages = cc.by_stage(recs, scrapes)
-    assert [(s["stage_level"], s["stage_repeat"]) for s in stages] == [(1, 0), (4, 0)]
+    assert [(s["stage_level"], s["level_unit"], s["stage_repeat"]) for s in stages] == [
+        (1, "users", 0),
+        (4, "users", 0),
+    ]
     assert all(s["requests"]["client"] == 2 for s in stages)
+
+
+def test_by_stage_names_a_rate_shapes_levels_in_requests_per_second():
+    recs = [rec(i, 100.0 + i, 0.1, 0.5, stage_level=lvl, stage_unit="milli_rps", stage_repeat=0)
+            for i, lvl in enumerate([2500, 2500, 5000])]  # fmt: skip
+    scrapes = [scrape(float(t), 0.0, 0.0, 0.0, hist([]), hist([])) for t in range(98, 112)]
+    stages = cc.by_stage(recs, scrapes)
+    assert [(s["stage_level"], s["level_unit"]) for s in stages] == [(2.5, "req/s"), (5.0, "req/s")]
 
 
 @given(
