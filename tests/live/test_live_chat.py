@@ -45,7 +45,7 @@ def test_chat_user_against_vllm(vllm: VllmServer, tmp_path: Path, users: int, re
     )
     assert_complete_records(run, requests, MAX_TOKENS)
     assert_tokens_equal_counters(run, requests)
-    assert_scraper_series(run, concurrent=users > 1)
+    assert_scraper_series(run)
     c = assert_crosscheck_agrees(run, requests)
     print(describe(f"live chat u={users}", c, len(run.scrapes)))
 
