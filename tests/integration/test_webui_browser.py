@@ -85,6 +85,9 @@ def locust_ui(simulator, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: urllib.request.urlopen(url + "/", timeout=2).status == 200, 60, "the Locust web UI")
+        # --autostart starts the run a moment after the UI is up; a page loaded before then shows the start form
+        # and stays on it (the UI learns of a run it did not start only on a reload)
+        wait_for(lambda: state(url) in ("spawning", "running"), 60, "the autostarted run")
         yield url, records
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -95,6 +98,10 @@ def locust_ui(simulator, tmp_path: Path) -> Iterator[tuple[str, Path]]:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(5)
         log.close()
+
+
+def state(url: str) -> str:
+    return json.loads(urllib.request.urlopen(url + "/stats/requests", timeout=2).read())["state"]
 
 
 def number(text: str) -> float:
