@@ -113,6 +113,20 @@ def discover(
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such directory; pass a sweep directory (runs/<sweep-id>) or a records file")
     sweep = SWEEP.read_json(run_dir / "sweep.json", missing_ok=True)
+    sources = sweep_runs(run_dir, warmup_s, warnings)
+    if not sources and (single := _records_file(run_dir)) is not None:
+        return _stepped(single, warmup_s), sweep
+    if not sources and sweep is None:
+        raise UserError(
+            f"{run_dir}: no runs found (expected <level>/<repeat>/records.jsonl from `slabench sweep`, "
+            "or a records file from a stepped shape)"
+        )
+    return sources, sweep
+
+
+def sweep_runs(run_dir: Path, warmup_s: float | None, warnings: list[str]) -> list[RunSource]:
+    """The finished runs of a sweep tree (<level>/<repeat>/ with a complete manifest and a records file), read from
+    their manifests alone; what is left out, and why, goes to `warnings`."""
     sources = []
     for level, ldir in _int_dirs(run_dir):
         for repeat, rdir in _int_dirs(ldir):
@@ -133,14 +147,7 @@ def discover(
                 continue
             w = warmup_s if warmup_s is not None else float((manifest or {}).get("warmup_s", 0.0))
             sources.append(RunSource(level, repeat, path, w, (manifest or {}).get("run_id")))
-    if not sources and (single := _records_file(run_dir)) is not None:
-        return _stepped(single, warmup_s), sweep
-    if not sources and sweep is None:
-        raise UserError(
-            f"{run_dir}: no runs found (expected <level>/<repeat>/records.jsonl from `slabench sweep`, "
-            "or a records file from a stepped shape)"
-        )
-    return sources, sweep
+    return sources
 
 
 def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:

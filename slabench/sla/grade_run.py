@@ -15,13 +15,12 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from slabench.analysis.aggregate import aggregate
+from slabench.analysis.aggregate import aggregate, sweep_runs
 from slabench.analysis.columns import read_table
 from slabench.analysis.summary import SweepSummary, load_summary
 from slabench.errors import ExitCode, UserError
 from slabench.provenance import instance_type_warning
 from slabench.run_status import Saturation, run_evidence, saturation_reasons
-from slabench.schema import SWEEP_RUN
 from slabench.sla.contract import LoadedContract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
 from slabench.sla.grade import EXIT_CODES, Verdict, grade
@@ -85,12 +84,10 @@ def _refuse_stale_summary(path: Path, summary: SweepSummary) -> None:
     own run id —, a run added or removed after it was aggregated) no longer describes the sweep: grading it would judge
     measurements that are not those on disk. Runs are told apart by their manifests' run ids (read alone, no
     records), so a copied or downloaded sweep still grades."""
-    on_disk = set()
-    for manifest in path.parent.glob("*/*/manifest.json"):
-        data = SWEEP_RUN.read_json(manifest, missing_ok=True) or {}
-        has_records = any((manifest.parent / name).exists() for name in RECORD_NAMES)
-        if data.get("status", "complete") == "complete" and has_records:  # the runs the aggregator counts
-            on_disk.add(data.get("run_id"))
+    try:
+        on_disk = {s.run_id for s in sweep_runs(path.parent, None, [])}  # the runs the aggregator would count
+    except UserError:
+        return  # a run without its manifest: aggregating says so
     summarised = {r.run_id for lv in summary.levels for r in lv.runs}
     if not on_disk or None in on_disk | summarised or on_disk == summarised:
         return  # a summary alone (of a records file), or runs written before run ids: nothing to compare
