@@ -42,6 +42,17 @@ class Saturation(_Model):
     sim_late_s: float = 0.0  # the embedded simulator's engine steps: how late they ran in all (each > 5 ms late)
     sim_span_s: float = 0.0  # over this much of the run
     sim_late_steps: int = 0
+    # The load generator's wait for a CPU while ready to run (Linux scheduler statistics, slabench.cpu_wait): the local
+    # runner's own, or the worker that waited longest per wake-up. 0 runs: not measured.
+    cpu_wait_s: float = 0.0
+    cpu_wait_runs: int = 0
+    cpu_wait_span_s: float = 0.0
+    cpu_wait_where: str = ""  # a worker's id, or "" for the local runner
+
+    @property
+    def cpu_wait_ms(self) -> float:
+        """The mean wait for a CPU each time the load generator was ready to run: about how late it stamped."""
+        return 1e3 * self.cpu_wait_s / self.cpu_wait_runs if self.cpu_wait_runs else 0.0
 
 
 class MeasurementPolicy(BaseModel):
@@ -62,6 +73,12 @@ class MeasurementPolicy(BaseModel):
         le=1,
         description="share of open-loop requests that may go out > 0.25 s after their schedule",
     )
+    max_cpu_wait_ms: float = Field(
+        default=0.5,
+        ge=0,
+        description="the load generator's mean wait for a CPU each time it was ready to run, in ms (Linux): its "
+        "timestamps are late by about that much",
+    )
     max_simulator_late_share: float = Field(
         default=0.05,
         ge=0,
@@ -79,6 +96,12 @@ def saturation_reasons(s: Saturation, policy: MeasurementPolicy) -> list[str]:
         out.append(
             f"{s.late_sends} of {s.open_loop_sends} open-loop requests went out more than {s.late_bound_s:g} s "
             "after their schedule"
+        )
+    if s.cpu_wait_runs and s.cpu_wait_ms > policy.max_cpu_wait_ms:
+        where = f" ({s.cpu_wait_where})" if s.cpu_wait_where else ""
+        out.append(
+            f"the load generator{where} waited {s.cpu_wait_ms:.1f} ms on average for a CPU each time it was ready to "
+            f"run ({s.cpu_wait_s:.1f} s in all over {s.cpu_wait_span_s:.0f} s: other processes had the cores)"
         )
     if s.sim_span_s > 0 and s.sim_late_s > policy.max_simulator_late_share * s.sim_span_s:
         out.append(

@@ -286,3 +286,11 @@ def test_saturation_reasons_follow_the_policy():
         saturation_reasons(sim, policy)
         and saturation_reasons(sim, MeasurementPolicy(max_simulator_late_share=0.06)) == []
     )
+    # Starved by another process (figures of a Locust run beside vLLM on two cores): 1.1 ms per wake-up
+    starved = Saturation(cpu_wait_s=7.49, cpu_wait_runs=6982, cpu_wait_span_s=14.2, cpu_wait_where="w1")
+    (why,) = saturation_reasons(starved, policy)
+    assert "load generator (w1) waited 1.1 ms on average for a CPU" in why and "7.5 s in all over 14 s" in why
+    assert saturation_reasons(starved, MeasurementPolicy(max_cpu_wait_ms=1.2)) == []
+    idle = Saturation(cpu_wait_s=0.55, cpu_wait_runs=20089, cpu_wait_span_s=12.6)  # the same run beside the simulator
+    assert saturation_reasons(idle, policy) == []
+    assert saturation_reasons(Saturation(), policy) == []  # not measured (not Linux): nothing said
