@@ -19,12 +19,12 @@ import gevent.event
 import gevent.lock
 from locust.exception import RPCError
 
-from slabench.cpu_wait import CpuWait
 from slabench.errors import UserError
 from slabench.record import RequestRecord
 from slabench.record_store import RecordStore
 from slabench.shipping import MSG_ACK, MSG_FINAL, MSG_RECORDS
 from slabench.spool import Journal, journal_path, read_journal, stand_in, unaccounted
+from slabench.starvation import Starvation
 from slabench.worker_watch import WorkerWatch
 
 log = logging.getLogger("slabench")
@@ -41,7 +41,7 @@ class MasterIntake:
         self.runner, self.store, self.workers, self.spool_dir = runner, store, workers, spool_dir
         self.run_id = ""
         self.finals: dict[str, int] = {}  # worker → the record count its final batch announced
-        self.cpu_waits: dict[str, CpuWait] = {}  # worker → its wait for a CPU over the run (with its final batch)
+        self.starvation: dict[str, Starvation] = {}  # worker → how late its event loop ran (with its final batch)
         self.inflight_seen: dict[str, list[dict[str, Any]]] = {}  # worker → what it last reported in flight
         self.lost_workers: dict[str, dict[str, Any]] = {}  # worker → how its records were accounted for
         self.missing_finals: list[str] = []
@@ -59,7 +59,7 @@ class MasterIntake:
     def new_run(self, run_id: str) -> None:
         self.run_id = run_id
         self.finals, self.inflight_seen, self.lost_workers, self.missing_finals = {}, {}, {}, []
-        self.cpu_waits = {}
+        self.starvation = {}
         self.accounted = False
         if self._loop is None or self._loop.dead:
             self._loop = gevent.spawn(self._run)
@@ -95,8 +95,8 @@ class MasterIntake:
 
     def _take_final(self, node: str, data: Any) -> None:
         self.finals[node] = data["count"]
-        if data.get("cpu_wait"):  # (a worker of before slabench measured it sends none)
-            self.cpu_waits[node] = CpuWait(**data["cpu_wait"])
+        if data.get("starvation"):  # (a worker of an older slabench sends none)
+            self.starvation[node] = Starvation(**data["starvation"])
         if self.store.sink is None:
             return  # too late for this run's file: the worker keeps its spool
         self.store.flush()

@@ -316,7 +316,7 @@ class RecordHub:
     def _on_run(self, msg: Any, **_: Any) -> None:
         self.run_id = msg.data["run_id"]
         self.emitted = 0
-        self.saturation.cpu.start()
+        self.saturation.reset()
         assert self.shipper is not None  # registered on workers only
         self.shipper.new_run(self.run_id)
         self._start_pump()
@@ -383,7 +383,7 @@ class RecordHub:
 
     def on_test_stop(self) -> None:
         if self.shipper is not None:
-            self.shipper.final(list(self.inflight.values()), self.emitted, self.saturation.cpu.read())
+            self.shipper.final(list(self.inflight.values()), self.emitted, self.saturation.starvation.read())
             return
         if self._pump is not None:
             self._pump.kill()
@@ -443,7 +443,7 @@ class RecordHub:
             incomplete_reasons=reasons,
             degraded=bool(reasons),
             stopped=self.stop_reason,
-            saturation=self.saturation.snapshot(intake.cpu_waits if intake else None).model_copy(
+            saturation=self.saturation.snapshot(intake.starvation if intake else None).model_copy(
                 update=simulator_figures(scrapes)
             ),
             provenance=self._provenance_value(),

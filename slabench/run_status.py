@@ -42,17 +42,14 @@ class Saturation(_Model):
     sim_late_s: float = 0.0  # the embedded simulator's engine steps: how late they ran in all (each > 5 ms late)
     sim_span_s: float = 0.0  # over this much of the run
     sim_late_steps: int = 0
-    # The load generator's wait for a CPU while ready to run (Linux scheduler statistics, slabench.cpu_wait): the local
-    # runner's own, or the worker that waited longest per wake-up. 0 runs: not measured.
+    # The load generator's event loop (slabench.starvation): its late wake-ups over the run, and its wait for a CPU
+    # (Linux), in the local runner or the worker whose loop ran late the longest. loop_span_s 0: not measured.
+    loop_late_s: float = 0.0
+    loop_late_max_s: float = 0.0
+    loop_span_s: float = 0.0
     cpu_wait_s: float = 0.0
     cpu_wait_runs: int = 0
-    cpu_wait_span_s: float = 0.0
-    cpu_wait_where: str = ""  # a worker's id, or "" for the local runner
-
-    @property
-    def cpu_wait_ms(self) -> float:
-        """The mean wait for a CPU each time the load generator was ready to run: about how late it stamped."""
-        return 1e3 * self.cpu_wait_s / self.cpu_wait_runs if self.cpu_wait_runs else 0.0
+    loop_where: str = ""  # a worker's id, or "" for the local runner
 
 
 class MeasurementPolicy(BaseModel):
@@ -73,11 +70,12 @@ class MeasurementPolicy(BaseModel):
         le=1,
         description="share of open-loop requests that may go out > 0.25 s after their schedule",
     )
-    max_cpu_wait_ms: float = Field(
-        default=0.5,
+    max_loop_late_share: float = Field(
+        default=0.01,
         ge=0,
-        description="the load generator's mean wait for a CPU each time it was ready to run, in ms (Linux): its "
-        "timestamps are late by about that much",
+        le=1,
+        description="the load generator's event loop: its wake-ups more than 5 ms late, in all, as a share of the "
+        "run's time",
     )
     max_simulator_late_share: float = Field(
         default=0.05,
@@ -97,11 +95,16 @@ def saturation_reasons(s: Saturation, policy: MeasurementPolicy) -> list[str]:
             f"{s.late_sends} of {s.open_loop_sends} open-loop requests went out more than {s.late_bound_s:g} s "
             "after their schedule"
         )
-    if s.cpu_wait_runs and s.cpu_wait_ms > policy.max_cpu_wait_ms:
-        where = f" ({s.cpu_wait_where})" if s.cpu_wait_where else ""
+    if s.loop_span_s > 0 and s.loop_late_s > policy.max_loop_late_share * s.loop_span_s:
+        where = f" ({s.loop_where})" if s.loop_where else ""
+        cause = (
+            f"; it waited for a CPU {s.cpu_wait_s / s.loop_span_s:.0%} of the time: other processes had the cores"
+            if s.cpu_wait_runs and s.cpu_wait_s > s.loop_late_s / 2
+            else ""
+        )
         out.append(
-            f"the load generator{where} waited {s.cpu_wait_ms:.1f} ms on average for a CPU each time it was ready to "
-            f"run ({s.cpu_wait_s:.1f} s in all over {s.cpu_wait_span_s:.0f} s: other processes had the cores)"
+            f"the load generator's event loop{where} ran late {s.loop_late_s:.2f} s in all over {s.loop_span_s:.0f} s, "
+            f"up to {s.loop_late_max_s * 1e3:.0f} ms at once{cause}"
         )
     if s.sim_span_s > 0 and s.sim_late_s > policy.max_simulator_late_share * s.sim_span_s:
         out.append(

@@ -3,18 +3,18 @@
 Latencies measured on a starved machine measure the machine: a stream's chunks wait in the kernel until the event
 loop gets the CPU back, and an open-loop request goes out late. The watch counts what Locust itself sees (its
 5-second CPU samples above 90 %, per process, and the master's flag for its workers), how late open-loop requests
-went out, and how long the load generator waited for a CPU while ready to run (`slabench.cpu_wait`: a process
-starved by others uses little CPU itself, so Locust's check misses it); `run_status.json` carries the figures, and
-the SLA contract's `measurement` policy judges them.
+went out, and how late the load generator's event loop ran (`slabench.starvation`: a process kept off the cores by
+others uses little CPU itself, so Locust's check misses it); `run_status.json` carries the figures, and the SLA
+contract's `measurement` policy judges them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from slabench.cpu_wait import CpuWait, CpuWaitMeter
 from slabench.record import RequestRecord
 from slabench.run_status import Saturation
+from slabench.starvation import Starvation, StarvationMeter
 
 LATE_BOUND_S = 0.25  # an open-loop request sent later than this after its schedule was held back by the machine
 
@@ -23,7 +23,7 @@ class SaturationWatch:
     def __init__(self, environment: Any, late_bound_s: float = LATE_BOUND_S) -> None:
         self.env = environment
         self.late_bound_s = late_bound_s
-        self.cpu = CpuWaitMeter()  # this process's; a worker sends its own with its final batch
+        self.starvation = StarvationMeter()  # this process's; a worker sends its own with its final batch
         self.reset()
         environment.events.cpu_warning.add_listener(self._on_cpu_warning)
 
@@ -31,7 +31,8 @@ class SaturationWatch:
         self.cpu_samples = 0
         self.open_loop = 0
         self.late = 0
-        self.cpu.start()
+        self.starvation.start()
+        self.starvation.run_ticker()
 
     def _on_cpu_warning(self, cpu_usage: float = 0.0, **_: Any) -> None:
         self.cpu_samples += 1
@@ -42,23 +43,21 @@ class SaturationWatch:
             if r.sent - r.scheduled > self.late_bound_s:
                 self.late += 1
 
-    def snapshot(self, worker_waits: dict[str, CpuWait] | None = None) -> Saturation:
-        """`worker_waits` (master): each worker's wait for a CPU; the one that waited longest per wake-up stands for
+    def snapshot(self, workers: dict[str, Starvation] | None = None) -> Saturation:
+        """`workers` (master): each worker's starvation; the one whose loop ran late the longest share stands for
         the run. Local runner: this process's own."""
         runner = self.env.runner
-        if worker_waits is None:
-            own = self.cpu.read()
-            worker_waits = {} if own is None else {"": own}
-        cpu_wait: dict[str, Any] = {}
-        if worker_waits:
-            where, w = max(worker_waits.items(), key=lambda kv: kv[1].per_run_ms)
-            cpu_wait = {"cpu_wait_s": w.wait_s, "cpu_wait_runs": w.runs, "cpu_wait_span_s": w.span_s}
-            cpu_wait["cpu_wait_where"] = where
+        where, s = max((workers or {"": self.starvation.read()}).items(), key=lambda kv: kv[1].late_share)
         return Saturation(
             cpu_samples_over_90=self.cpu_samples,
             worker_cpu_over_90=bool(getattr(runner, "worker_cpu_warning_emitted", False)),
             late_sends=self.late,
             open_loop_sends=self.open_loop,
             late_bound_s=self.late_bound_s,
-            **cpu_wait,
+            loop_late_s=s.loop_late_s,
+            loop_late_max_s=s.loop_late_max_s,
+            loop_span_s=s.span_s,
+            cpu_wait_s=s.cpu_wait_s,
+            cpu_wait_runs=s.cpu_wait_runs,
+            loop_where=where,
         )

@@ -12,9 +12,9 @@ from typing import Any
 import gevent
 from locust.exception import RPCError
 
-from slabench.cpu_wait import CpuWait
 from slabench.errors import ExitCode
 from slabench.spool import Journal, journal_path
+from slabench.starvation import Starvation
 
 log = logging.getLogger("slabench")
 
@@ -57,10 +57,10 @@ class Shipper:
             tail = batch[(max(0, len(batch) - 1) // SHIP_SLICE) * SHIP_SLICE :]
             self._send(MSG_RECORDS, {"records": tail, "inflight": inflight})
 
-    def final(self, inflight: list[dict[str, Any]], count: int, cpu_wait: CpuWait | None = None) -> None:
-        """The run stopped here: the last records, then the worker's total and how long it waited for a CPU."""
+    def final(self, inflight: list[dict[str, Any]], count: int, starvation: Starvation) -> None:
+        """The run stopped here: the last records, then the worker's total and how late its event loop ran."""
         self.ship(inflight)
-        self._send(MSG_FINAL, {"count": count, "cpu_wait": None if cpu_wait is None else cpu_wait.as_dict()})
+        self._send(MSG_FINAL, {"count": count, "starvation": starvation.as_dict()})
 
     def _send(self, kind: str, data: Any) -> None:
         try:

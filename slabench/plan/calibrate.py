@@ -9,9 +9,9 @@ step time that makes the simulator reproduce them, so `slabench plan` can size f
   batching, chunked prefill at the server's `max_num_batched_tokens`, `max_num_seqs`, prefix caching — is kept;
   only its clock is measured.
 - **How.** Each measured run is replayed in virtual time exactly as it ran: the same number of closed-loop users,
-  the same requests in the order they were sent (prompt and output tokens as the server counted them), the same
-  number of requests. A request whose `item_id` repeats an earlier one shares its whole prompt with it (the server's
-  prefix cache hits it). Nelder–Mead on the log coefficients minimises the squared log errors of TTFT p50, E2E p50
+  the same requests in the order they were sent (prompt and output tokens as the server counted them), each user's
+  measured pause between its requests (a starved client's users idle), the same number of requests. A request whose
+  `item_id` repeats an earlier one shares its whole prompt with it (the server's prefix cache hits it). Nelder–Mead on the log coefficients minimises the squared log errors of TTFT p50, E2E p50
   and throughput over the runs, from a start read off the least-loaded run (TTFT against prompt length, per-token
   decode time against context).
 - **Cache size.** `--kv-cache-tokens` (vLLM logs it at start-up: "KV cache size: N tokens"), else estimated from the
@@ -48,6 +48,7 @@ class MeasuredRun:
     figures: dict[str, float]
     ttft_s: np.ndarray  # per request, in send order
     decode_s_per_token: np.ndarray  # (end − first token) / (output tokens − 1), per request
+    after_s: np.ndarray | None = None  # per request: how long its user waited after it ended before sending again
     in_flight: list[tuple[float, float, list[tuple[float, int, int]]]] = field(default_factory=list)
 
     @property
@@ -129,8 +130,38 @@ def read_run(path: Path) -> MeasuredRun:
         ttft_s=np.array([r.first_token - r.sent for r in ok]),
         decode_s_per_token=np.array([(r.end - r.first_token) / max(r.completion_tokens - 1, 1) for r in ok]),
     )
+    run.after_s = user_gaps(ok)
     run.in_flight = _kv_samples(path, ok)
     return run
+
+
+def measurement_doubts(runs: list[MeasuredRun]) -> list[str]:
+    """Runs whose own status says their times measure the machine too (a starved load generator, a lost worker):
+    a fit to them learns that machine as well as the server."""
+    from slabench.run_status import MeasurementPolicy, run_evidence, saturation_reasons
+
+    out = []
+    for run in runs:
+        directory = Path(run.source)
+        if directory.is_dir():
+            incomplete, saturation = run_evidence(directory)
+            for why in [*incomplete, *saturation_reasons(saturation, MeasurementPolicy())]:
+                out.append(f"{run.source}: {why} — the fit learns this machine as well as the server")
+    return out
+
+
+def user_gaps(ok: list) -> np.ndarray:
+    """Per request (in send order): the time its user took after it ended to send the next one (0 for a user's last).
+    A closed-loop user waits for nothing, but a client short of CPU does: beside vLLM on two cores, users idled up
+    to 1.3 s between requests. The replay keeps those gaps, so the server is fitted to the load it really got."""
+    gaps = np.zeros(len(ok))
+    last: dict[str | None, int] = {}
+    for i, r in enumerate(ok):
+        j = last.get(r.user_id)
+        if j is not None:
+            gaps[j] = max(0.0, r.sent - ok[j].end)
+        last[r.user_id] = i
+    return gaps
 
 
 def _kv_samples(path: Path, ok) -> list[tuple[float, float, list[tuple[float, int, int]]]]:
@@ -215,7 +246,7 @@ def gpu_profile(name: str, step: StepTime, options: EngineOptions, source: str, 
 def simulate(run: MeasuredRun, gpu: GpuProfile, model: ModelProfile) -> dict[str, float]:
     """The run replayed on the profile: the same users, requests (in send order) and request count."""
     config = EngineConfig(gpu=gpu, model=model, options=gpu.engine)
-    load = PlannedLoad("measured", run.source, run.mix, users=run.users, max_requests=run.requests)
+    load = PlannedLoad("measured", run.source, run.mix, users=run.users, max_requests=run.requests, after_s=run.after_s)
     p = replay(config, load, 1, drain_timeout=1e6)
     span = p.end - p.first_arrival
     return {

@@ -4,6 +4,7 @@ of one real server, so `slabench plan --profiles FILE` can size fleets of it. Me
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -77,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
     )
+    for why in C.measurement_doubts(runs + checks):
+        print(f"slabench calibrate: warning: {why}", file=sys.stderr)
     result = C.fit(runs, model, options)
     name = args.name or out.stem
     levels = ", ".join(str(r.users) for r in runs)

@@ -208,6 +208,7 @@ def replay(
         arrival = []
         n_max = 0
     stop_sending = load.duration_s if not load.open_loop and load.duration_s else math.inf
+    after = load.after_s if load.after_s is not None else ()
     max_requests = load.max_requests or math.inf
 
     # per request (grown for closed loops)
@@ -356,7 +357,8 @@ def replay(
                         good[i] = True
                 client = client_of.pop(i, -1)
                 if client >= 0 and d.last_token < stop_sending and n_sent + len(pending) < max_requests:
-                    heapq.heappush(pending, (d.last_token, 0, client))
+                    wait = float(after[i]) if i < len(after) else 0.0
+                    heapq.heappush(pending, (d.last_token + wait, 0, client))
             finished_at(k, len(done))
         push(k)
         if deadlines:

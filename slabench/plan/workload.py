@@ -68,6 +68,9 @@ class PlannedLoad:
     users: int | None = None
     duration_s: float | None = None
     max_requests: int | None = None  # closed loop: users stop once this many were sent (a sweep's `requests:`)
+    # closed loop: after the n-th request sent ends, its user waits after_s[n] before its next (a measured run's own
+    # gaps, replayed by calibrate: a starved client idles between requests the server could have served)
+    after_s: np.ndarray | None = None
 
     @property
     def open_loop(self) -> bool:

@@ -132,16 +132,16 @@ def test_a_load_generator_starved_by_another_process_is_incomplete(simulator, tm
             p.wait()
     assert res.returncode == 4, res.stderr[-3000:]
     sat = json.loads((records.parent / "run_status.json").read_text())["saturation"]
-    assert sat["cpu_wait_runs"] > 0 and sat["cpu_wait_s"] > 0.5, sat
+    assert sat["loop_late_s"] > 0.01 * sat["loop_span_s"] and sat["cpu_wait_s"] > 0.5, sat
     verdict = json.loads((records.parent / "verdict.json").read_text())
     assert all(c["status"] != "FAIL" for c in verdict["checks"])  # nothing fails …
     assert verdict["verdict"] == "CONDITIONAL" and verdict["measurement"] == "incomplete"  # … the run does not stand
-    assert any("waited" in r and "for a CPU" in r for r in verdict["incomplete"]), verdict["incomplete"]
+    assert any("event loop ran late" in r and "waited for a CPU" in r for r in verdict["incomplete"]), verdict
 
 
-def test_a_runs_wait_for_a_cpu_is_measured(simulator, tmp_path):
-    """The measure itself, without a hog: measured over the run (on Linux; elsewhere nothing is measured). On an idle
-    machine this run waits ~0.03 ms per wake-up, far under the 0.5 ms the contract allows by default."""
+def test_a_runs_event_loop_is_measured(simulator, tmp_path):
+    """The measure itself, without a hog: over the run, in every run (the wait for a CPU on Linux only). On an idle
+    machine this run's loop is never late (no wake-up 5 ms late: 0 % against the 1 % a contract allows by default)."""
     url = simulator(*FAST)
     records = tmp_path / "run" / "records.jsonl"
     res = run_locust(
@@ -150,5 +150,6 @@ def test_a_runs_wait_for_a_cpu_is_measured(simulator, tmp_path):
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     sat = json.loads((records.parent / "run_status.json").read_text())["saturation"]
+    assert sat["loop_span_s"] >= 3 and 0 <= sat["loop_late_s"] <= sat["loop_span_s"], sat
     if os.path.exists("/proc/self/schedstat"):
-        assert sat["cpu_wait_runs"] > 0 and 0 <= sat["cpu_wait_s"] <= sat["cpu_wait_span_s"], sat
+        assert sat["cpu_wait_runs"] > 0 and 0 <= sat["cpu_wait_s"] <= sat["loop_span_s"], sat

@@ -1,7 +1,15 @@
-"""The live tier's one real vLLM server, shared by every test in the session (starting it takes a minute)."""
+"""The live tier's one real vLLM server, shared by every test in the session (starting it takes a minute).
+
+With two cores or more, the server has the first core to itself and the tests (Locust among them) the rest. Sharing
+them, vLLM's engine (which polls with `sched_yield` while it works) kept Locust's event loop from running for up to
+1.25 s at a time: its users idled between requests and its stamps were late (docs/sla.md, "Starved by other
+processes"). Pinned, Locust's loop was never 5 ms late, and vLLM answered as fast on one core (16.4–16.7 requests/s
+at 8 users) as it had on two (17).
+"""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -21,11 +29,17 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     t0 = time.monotonic()
     model = build_model(work / "tiny-llama")
     _TIMINGS["model build"] = time.monotonic() - t0
-    server = VllmServer.start(model, work / "vllm.log")
+    cores = sorted(os.sched_getaffinity(0))
+    ours = set(cores)
+    server_cores = {cores[0]} if len(cores) >= 2 else None
+    server = VllmServer.start(model, work / "vllm.log", cpus=server_cores)
     _TIMINGS["vLLM start to /health"] = server.started_in_s
+    if server_cores:
+        os.sched_setaffinity(0, ours - server_cores)  # inherited by every Locust and slabench process a test starts
     try:
         yield server
     finally:
+        os.sched_setaffinity(0, ours)
         server.stop()
 
 

@@ -82,7 +82,10 @@ class VllmServer:
     started_in_s: float = 0.0
 
     @classmethod
-    def start(cls, model_dir: Path, log_path: Path, extra_args: tuple[str, ...] = ()) -> VllmServer:
+    def start(
+        cls, model_dir: Path, log_path: Path, extra_args: tuple[str, ...] = (), cpus: set[int] | None = None
+    ) -> VllmServer:
+        """`cpus`: the cores the server (and every process it forks) may use."""
         port = free_port()
         argv = [
             str(VENV_PYTHON),
@@ -104,7 +107,13 @@ class VllmServer:
         log = log_path.open("w")
         # Its own session: vLLM forks an engine-core and a worker process; stop() ends the whole group by our PID.
         proc = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, env=server_env(), cwd=log_path.parent, start_new_session=True
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=server_env(),
+            cwd=log_path.parent,
+            start_new_session=True,
+            preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
         )
         log.close()
         server = cls(proc, f"http://127.0.0.1:{port}", log_path)

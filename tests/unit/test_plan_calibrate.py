@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 
 from slabench.errors import UserError
-from slabench.plan.calibrate import MeasuredRun, fit, gpu_profile, model_from_config, read_run, simulate
+from slabench.plan.calibrate import (
+    MeasuredRun,
+    fit,
+    gpu_profile,
+    measurement_doubts,
+    model_from_config,
+    read_run,
+    read_runs,
+    simulate,
+)
 from slabench.plan.workload import Mix
 from slabench.record import RequestRecord
 from slabench.sim.profiles import EngineOptions, StepTime
@@ -107,6 +116,34 @@ def test_a_measured_run_is_read_in_send_order_with_its_figures(tmp_path):
     assert run.figures["throughput_rps"] == pytest.approx(10 / (2.7 + 0.1 + 0.19))
     # a prompt sent again (same item id) is one the server's prefix cache holds whole
     assert list(run.mix.prefix_tokens[:4]) == [500, 500, 500, 500] and run.mix.accounts[3] == "item/p0"
+    # each user sent every 0.6 s and each request took 0.29 s: it waited 0.31 s after each (none after its last)
+    assert run.after_s is not None
+    assert run.after_s[:8] == pytest.approx([0.31] * 8) and list(run.after_s[8:]) == [0.0, 0.0]
+
+
+def test_a_users_measured_gaps_are_replayed(tmp_path):
+    """A closed-loop user that idled between requests (a starved client) offered the server less load: one user,
+    0.5 s after each of 40 requests, takes 39 × 0.5 s longer and the requests themselves are no faster or slower."""
+    model = tiny_model(tmp_path)
+    (run,) = synthetic_runs(model, (1,))
+    truth = gpu_profile("truth", TRUE, OPTIONS, "test")
+    back_to_back = simulate(run, truth, model)
+    run.after_s = np.full(run.requests, 0.5)
+    idling = simulate(run, truth, model)
+    span = run.requests / back_to_back["throughput_rps"]
+    assert run.requests / idling["throughput_rps"] == pytest.approx(span + 0.5 * (run.requests - 1))
+    assert idling["e2e_p50"] == pytest.approx(back_to_back["e2e_p50"])
+
+
+def test_runs_whose_status_doubts_their_times_are_named(tmp_path):
+    from slabench.run_status import RunStatus, Saturation, write_run_status
+
+    write(tmp_path, [record(i, sent=0.3 * i) for i in range(10)])
+    assert measurement_doubts(read_runs([tmp_path])) == []
+    starved = Saturation(loop_late_s=3.1, loop_late_max_s=1.2, loop_span_s=10.0, cpu_wait_s=2.0, cpu_wait_runs=900)
+    write_run_status(tmp_path, RunStatus(run_id="r", records=10, saturation=starved))
+    (why,) = measurement_doubts(read_runs([tmp_path]))
+    assert "event loop ran late" in why and "learns this machine" in why
 
 
 def test_runs_calibrate_cannot_use_are_refused(tmp_path):

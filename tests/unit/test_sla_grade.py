@@ -286,11 +286,16 @@ def test_saturation_reasons_follow_the_policy():
         saturation_reasons(sim, policy)
         and saturation_reasons(sim, MeasurementPolicy(max_simulator_late_share=0.06)) == []
     )
-    # Starved by another process (figures of a Locust run beside vLLM on two cores): 1.1 ms per wake-up
-    starved = Saturation(cpu_wait_s=7.49, cpu_wait_runs=6982, cpu_wait_span_s=14.2, cpu_wait_where="w1")
+    # Starved by other processes (a Locust run beside vLLM on two cores): its loop stalled up to 1.25 s at a time
+    starved = Saturation(
+        loop_late_s=3.12, loop_late_max_s=1.249, loop_span_s=10.1, cpu_wait_s=2.0, cpu_wait_runs=7708, loop_where="w1"
+    )
     (why,) = saturation_reasons(starved, policy)
-    assert "load generator (w1) waited 1.1 ms on average for a CPU" in why and "7.5 s in all over 14 s" in why
-    assert saturation_reasons(starved, MeasurementPolicy(max_cpu_wait_ms=1.2)) == []
-    idle = Saturation(cpu_wait_s=0.55, cpu_wait_runs=20089, cpu_wait_span_s=12.6)  # the same run beside the simulator
+    assert "event loop (w1) ran late 3.12 s in all over 10 s, up to 1249 ms at once" in why
+    assert "it waited for a CPU 20% of the time: other processes had the cores" in why
+    assert saturation_reasons(starved, MeasurementPolicy(max_loop_late_share=0.4)) == []
+    busy = starved.model_copy(update={"cpu_wait_s": 0.1})  # held up, but not for want of a CPU: no cause named
+    assert "waited for a CPU" not in saturation_reasons(busy, policy)[0]
+    idle = Saturation(loop_late_s=0.02, loop_late_max_s=0.0198, loop_span_s=10.0)  # one 20 ms hiccup in 10 s
     assert saturation_reasons(idle, policy) == []
     assert saturation_reasons(Saturation(), policy) == []  # not measured (not Linux): nothing said
