@@ -11,9 +11,9 @@ step time that makes the simulator reproduce them, so `slabench plan` can size f
 - **How.** Each measured run is replayed in virtual time exactly as it ran: the same number of closed-loop users,
   the same requests in the order they were sent (prompt and output tokens as the server counted them), each user's
   measured pause between its requests (a starved client's users idle), the same number of requests. A request whose
-  `item_id` repeats an earlier one shares its whole prompt with it (the server's prefix cache hits it). Nelder–Mead on the log coefficients minimises the squared log errors of TTFT p50, E2E p50
-  and throughput over the runs, from a start read off the least-loaded run (TTFT against prompt length, per-token
-  decode time against context).
+  `item_id` repeats an earlier one shares its whole prompt with it (the server's prefix cache hits it). Nelder–Mead
+  on the log coefficients minimises the squared log errors of TTFT p50, E2E p50 and throughput over the runs, from
+  a start read off the least-loaded run (TTFT against prompt length, per-token decode time against context).
 - **Cache size.** `--kv-cache-tokens` (vLLM logs it at start-up: "KV cache size: N tokens"), else estimated from the
   runs' `server_metrics.jsonl`: KV blocks held by the requests in flight at each scrape ÷ `kv_cache_usage_perc`.
 - **Validation.** `--validate RUN_DIR…` replays further runs (e.g. higher levels) with the fitted profile, so the
