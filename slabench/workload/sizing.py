@@ -15,10 +15,12 @@ model's tokens per estimator token on this text:
 A rebuilt call draws its neutral filler and answer lengths afresh (the same distributions); its ground truth is the
 original's.
 
-Limit: only the neutral talk is resized. A call cannot be shorter than the lines its scored behaviour needs, so with
-a tokenizer that spends many tokens per word the short calls stay over their target: measured median (server count
-÷ the call's stated length, fixed part included) +11 % → +4 % with the live tier's tiny tokenizer (1.5 tokens per
-estimator token), +25 % → +16 % with a 300-token BPE (2.9) — not the ±2 % synthetic prompts reach.
+Resized calls are written compactly (an agent who speaks twice in a row keeps talking, no backchannel between) and
+stop short of a last filler that would overshoot by more than it fills. Limit: only the neutral talk is resized. A
+call cannot be shorter than the lines its scored behaviour needs, so with a tokenizer that spends many tokens per
+word the short calls stay over their target. Median (server count ÷ the call's stated length, fixed part included)
+on the live tier's vLLM with its tiny tokenizer (1.5 tokens per estimator token): +12 % as built, +1.0 % resized with
+the tokenizer, +1.6 % learned from usage; with a 300-token BPE (2.9), +16 % → +13 % (docs/plan.md).
 """
 
 from __future__ import annotations

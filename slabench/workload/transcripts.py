@@ -560,14 +560,15 @@ def _filler(deck: _Decks, rng: random.Random, slots: dict[str, str]) -> _Script:
     return b
 
 
-def _join(scripts: list[_Script], rng: random.Random) -> list:
+def _join(scripts: list[_Script], rng: random.Random, compact: bool = False) -> list:
     """Concatenate sections. A caller who speaks twice in a row just keeps talking (one turn); an agent who does
-    gets a backchannel from the caller in between, as transcripts of real calls show."""
+    gets a backchannel from the caller in between, as transcripts of real calls show — or, `compact`, keeps talking
+    too (a call resized for a model that spends more tokens per word: its short calls have no room to spare)."""
     turns: list = []
     for sc in scripts:
         for t in sc.turns:
             prev = turns[-1] if turns else None
-            if prev is not None and t[0] == prev[0] == "Customer":
+            if prev is not None and t[0] == prev[0] and (t[0] == "Customer" or (compact and t[0] == "Agent")):
                 # the second line loses its "[mm:ss] Customer:" prefix
                 turns[-1] = (prev[0], f"{prev[1]} {t[1]}", (*prev[2], *t[2]), prev[3] + t[3] - _LINE_OVERHEAD, prev[4])
                 continue
@@ -632,14 +633,21 @@ def generate_call(
     deck = _Decks(rng, it, account.vertical)
     head, blocks, res, tail = _script(account, ctx, shown, rng, slots, deck)
 
+    # Resized for a model (token_scale ≠ 1): compact joins, and the last filler only when it brings the call closer
+    # to its target (as built, a call tops up past it: the dataset's calls are kept exactly as they are).
+    resized = token_scale != 1.0
+    slack = 0.0
     while True:  # joining merges or adds a few turns, so top up until the joined call is long enough
-        turns = _join([head, *blocks, res, tail], rng)
+        turns = _join([head, *blocks, res, tail], rng, compact=resized and token_scale > 1.0)
         used = sum(t[3] for t in turns)
-        if used >= target:
+        if used >= target - slack:
             break
         missing = target - used
         while missing > 0:
             b = _filler(deck, rng, slots)
+            if resized and b.tokens > 2 * missing:  # adding it would land further from the target than stopping
+                slack = missing
+                break
             missing -= b.tokens
             blocks.insert(_int(rng, 0, len(blocks)), b)
     hold_s = sum(t[4] for t in turns)

@@ -126,6 +126,12 @@ class VllmServer:
         server.started_in_s = time.monotonic() - t0
         return server
 
+    @property
+    def model_dir(self) -> str:
+        """The served model's folder (its tokenizer and config.json)."""
+        argv = list(self.proc.args)
+        return argv[argv.index("--model") + 1]
+
     def log_tail(self, lines: int = 30) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

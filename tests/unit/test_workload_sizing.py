@@ -1,7 +1,7 @@
 """The workload's transcripts sized in the served model's tokens, with the model's tokenizer or learned from the
-server's usage. The tokenizer splits every word into several tokens: far from the estimator the dataset is built
-with. Only the neutral talk can be resized, so the short calls stay over their length (sizing.py's limit): the
-median error must shrink, not reach ±2 %."""
+server's usage. With a tokenizer near a real model's (~1.2 tokens per estimator token) the median prompt lands within
+±2 % of its stated length. A coarse one splits every word into several tokens (~2.9): only the neutral talk can be
+resized, so most calls stay over their length there (sizing.py's limit) and the median error must only shrink."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from slabench.tokens import ChatTokenizer
 from slabench.workload import QueueItem, build_item, build_messages, load_golden, load_queue
 from slabench.workload import prompt_tokens as estimated_prompt
 from slabench.workload.sizing import TokenizerScale, UsageScale
-from tests.tokenizer_helpers import build_coarse_tokenizer
+from tests.tokenizer_helpers import build_coarse_tokenizer, build_transcript_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +54,20 @@ def test_with_the_tokenizer_the_lengths_come_closer(tok, queue):
     assert scale.value > 2
     sized = ratios(tok, built, [scale.build(q) for q in queue])
     assert median_error(sized) < median_error(as_built) - 0.05, (as_built, sized)
+
+
+def test_with_a_tokenizer_near_a_real_models_the_median_prompt_is_its_stated_length(tmp_path):
+    """100 calls across the burst queue. Before resizing they come out +1.8 % at the median (the estimator counts
+    these transcripts ~1.2× short); resized, +1.0 %. Resized calls join an agent's two turns in a row instead of
+    putting a backchannel between them, and stop short of a filler that would overshoot by more than it fills."""
+    real = ChatTokenizer(build_transcript_tokenizer(tmp_path))
+    sample = load_queue("datasets", "burst")[::200]
+    built = [build_item(q) for q in sample]
+    scale = TokenizerScale(real, load_golden("datasets"))
+    assert 1.1 < scale.value < 1.35
+    sized = ratios(real, built, [scale.build(q) for q in sample])
+    assert median_error(sized) <= 0.02, statistics.median(sized)
+    assert median_error(sized) < median_error(ratios(real, built, built))
 
 
 def test_from_usage_the_scale_is_learned_like_the_tokenizers(tok, queue):
