@@ -88,7 +88,7 @@ RECORD = FileSchema(
 )  # 2: stage_unit; 3: error_category bad_usage
 RUN_STATUS = FileSchema(
     "slabench.run_status", 1, 4, "run status (run_status.json)", kindless_before_minor=1
-)  # 2: saturation; 3: finished (false while the run goes on); 4: saturation.cpu_wait_*
+)  # 2: saturation; 3: finished (false while the run goes on); 4: saturation.loop_*, cpu_wait_*
 SUMMARY = FileSchema("slabench.sweep_summary", 2, 1, "sweep summary (summary.json)")  # 2: typed; .1: level_unit
 # verdict minor 2: incomplete; 3: every cost line carries the whole estimate (typed: slabench.sla.verdict_file)
 VERDICT = FileSchema("slabench.verdict", 1, 3, "SLA verdict (verdict.json)", kindless_before_minor=1)
