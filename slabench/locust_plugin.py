@@ -375,6 +375,7 @@ class RecordHub:
 
     # -- stopping --------------------------------------------------------------------------------------------
     def on_test_stopping(self) -> None:
+        self.saturation.starvation.freeze()  # the load ends here; stopping and finishing are not measured
         if self.intake is not None:
             self.intake.stop_workers(self.env.stop_timeout or 0)
 
@@ -382,6 +383,7 @@ class RecordHub:
         self.runner.stop()  # kills users (in-flight requests become `dropped` records), fires test_stop → finish
 
     def on_test_stop(self) -> None:
+        self.saturation.starvation.freeze()  # (a worker stopped by its master: no test_stopping of its own)
         if self.shipper is not None:
             self.shipper.final(list(self.inflight.values()), self.emitted, self.saturation.starvation.read())
             return

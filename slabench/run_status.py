@@ -52,6 +52,9 @@ class Saturation(_Model):
     loop_where: str = ""  # a worker's id, or "" for the local runner
 
 
+LOOP_LATE_FLOOR_S = 0.25  # less event-loop lateness than this in all is a hiccup, however short the run
+
+
 class MeasurementPolicy(BaseModel):
     """How much saturation a measurement tolerates before its latencies are taken to measure the machine (the SLA
     contract's `measurement` block)."""
@@ -71,11 +74,11 @@ class MeasurementPolicy(BaseModel):
         description="share of open-loop requests that may go out > 0.25 s after their schedule",
     )
     max_loop_late_share: float = Field(
-        default=0.01,
+        default=0.05,
         ge=0,
         le=1,
         description="the load generator's event loop: its wake-ups more than 5 ms late, in all, as a share of the "
-        "run's time",
+        "run's time (judged once they come to more than 0.25 s)",
     )
     max_simulator_late_share: float = Field(
         default=0.05,
@@ -95,7 +98,7 @@ def saturation_reasons(s: Saturation, policy: MeasurementPolicy) -> list[str]:
             f"{s.late_sends} of {s.open_loop_sends} open-loop requests went out more than {s.late_bound_s:g} s "
             "after their schedule"
         )
-    if s.loop_span_s > 0 and s.loop_late_s > policy.max_loop_late_share * s.loop_span_s:
+    if s.loop_late_s > max(policy.max_loop_late_share * s.loop_span_s, LOOP_LATE_FLOOR_S):
         where = f" ({s.loop_where})" if s.loop_where else ""
         cause = (
             f"; it waited for a CPU {s.cpu_wait_s / s.loop_span_s:.0%} of the time: other processes had the cores"

@@ -65,6 +65,12 @@ class StarvationMeter:
         self._late = self._max = 0.0
         self._t0 = time.monotonic()
         self._cpu0 = read_schedstat(self.schedstat)
+        self._frozen: Starvation | None = None
+
+    def freeze(self) -> None:
+        """The load has stopped: what follows (stopping users, closing the records) is not measurement."""
+        if self._frozen is None:
+            self._frozen = self._now()
 
     def run_ticker(self) -> None:
         if self._ticker is None or self._ticker.dead:
@@ -81,6 +87,10 @@ class StarvationMeter:
                 self._max = max(self._max, late)
 
     def read(self) -> Starvation:
+        """Since `start()`, up to `freeze()` if the run has stopped."""
+        return self._frozen or self._now()
+
+    def _now(self) -> Starvation:
         cpu = read_schedstat(self.schedstat)
         waited, runs = (
             (0.0, 0) if cpu is None or self._cpu0 is None else ((cpu[0] - self._cpu0[0]) / 1e9, cpu[1] - self._cpu0[1])

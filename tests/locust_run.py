@@ -20,11 +20,9 @@ class LocustResult:
     pid: int
 
 
-def run_locust(*args: str, timeout: float = 120, env: dict | None = None, preexec_fn=None) -> LocustResult:
+def run_locust(*args: str, timeout: float = 120, env: dict | None = None) -> LocustResult:
     argv = [sys.executable, "-m", "locust", "--headless", "--only-summary", *args]
-    with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, preexec_fn=preexec_fn
-    ) as p:
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env) as p:
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

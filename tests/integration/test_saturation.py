@@ -3,6 +3,7 @@ busy in Python) sends open-loop requests late, and a simulator starved of CPU (s
 steps late. Either one is written to run_status.json / seen in server_metrics.jsonl, the verdict cannot PASS, and the
 process exits 4 — though no check fails."""
 
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import sys
 import threading
 import time
 
+import psutil
 import pytest
 
 from tests.locust_run import run_locust
@@ -93,29 +95,32 @@ def _pin(pid: int, cores: set[int]) -> None:
 )
 def test_a_load_generator_starved_by_another_process_is_incomplete(simulator, tmp_path):
     """The case Locust's own CPU check cannot see: its process uses little CPU because another one holds the core
-    (a vLLM server on the same machine did this). Locust shares its core with a busy process, at a lower priority,
-    once the run is sending; the simulator has the other core."""
+    (a vLLM server on the same machine did this). Once the run is sending, for 3 s, Locust's event-loop thread shares
+    one core with a busy process at a lower priority; the simulator has the other core."""
     url = simulator(*FAST)
     server_core, load_core = sorted(os.sched_getaffinity(0))[:2]
     _pin(simulator.procs[-1].pid, {server_core})
     records = tmp_path / "run" / "records.jsonl"
-    hog: list[subprocess.Popen] = []
 
     def starve() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (records.exists() and records.stat().st_size):
             time.sleep(0.05)
-        hog.append(
-            subprocess.Popen(
-                [sys.executable, "-c", "while True: pass"], preexec_fn=lambda: os.sched_setaffinity(0, {load_core})
-            )
+        (locust,) = [p for p in psutil.Process().children() if "locust" in " ".join(p.cmdline())]
+        hog = subprocess.Popen(
+            [sys.executable, "-c", "while True: pass"], preexec_fn=lambda: os.sched_setaffinity(0, {load_core})
         )
-        time.sleep(3.0)
-        hog[0].kill()
-
-    def low_priority_on_the_load_core() -> None:
-        os.sched_setaffinity(0, {load_core})
-        os.nice(19)
+        cores = os.sched_getaffinity(locust.pid)
+        try:
+            os.sched_setaffinity(locust.pid, {load_core})  # its main thread: the event loop's
+            os.setpriority(os.PRIO_PROCESS, locust.pid, 19)
+            time.sleep(3.0)
+        finally:
+            hog.kill()
+            hog.wait()
+            os.sched_setaffinity(locust.pid, cores)
+            with contextlib.suppress(PermissionError):  # back to normal where allowed (root), so it stops briskly
+                os.setpriority(os.PRIO_PROCESS, locust.pid, 0)
 
     thread = threading.Thread(target=starve)
     thread.start()
@@ -123,16 +128,12 @@ def test_a_load_generator_starved_by_another_process_is_incomplete(simulator, tm
         res = run_locust(
             "-f", "locustfiles/chat_replay.py", "--host", url, "-u", "8", "-r", "8", "-t", "6s", "--stop-timeout", "10",
             "--records", str(records), "--prompt-tokens", "16", "--sla", str(contract(tmp_path, "concurrency: 8")),
-            preexec_fn=low_priority_on_the_load_core,
         )  # fmt: skip
     finally:
         thread.join()
-        for p in hog:
-            p.kill()
-            p.wait()
     assert res.returncode == 4, res.stderr[-3000:]
     sat = json.loads((records.parent / "run_status.json").read_text())["saturation"]
-    assert sat["loop_late_s"] > 0.01 * sat["loop_span_s"] and sat["cpu_wait_s"] > 0.5, sat
+    assert sat["loop_late_s"] > 0.05 * sat["loop_span_s"] and sat["cpu_wait_s"] > 0.5, sat
     verdict = json.loads((records.parent / "verdict.json").read_text())
     assert all(c["status"] != "FAIL" for c in verdict["checks"])  # nothing fails …
     assert verdict["verdict"] == "CONDITIONAL" and verdict["measurement"] == "incomplete"  # … the run does not stand
@@ -141,7 +142,7 @@ def test_a_load_generator_starved_by_another_process_is_incomplete(simulator, tm
 
 def test_a_runs_event_loop_is_measured(simulator, tmp_path):
     """The measure itself, without a hog: over the run, in every run (the wait for a CPU on Linux only). On an idle
-    machine this run's loop is never late (no wake-up 5 ms late: 0 % against the 1 % a contract allows by default)."""
+    machine this run's loop is never late (no wake-up 5 ms late: 0 % against the 5 % a contract allows by default)."""
     url = simulator(*FAST)
     records = tmp_path / "run" / "records.jsonl"
     res = run_locust(

@@ -298,4 +298,9 @@ def test_saturation_reasons_follow_the_policy():
     assert "waited for a CPU" not in saturation_reasons(busy, policy)[0]
     idle = Saturation(loop_late_s=0.02, loop_late_max_s=0.0198, loop_span_s=10.0)  # one 20 ms hiccup in 10 s
     assert saturation_reasons(idle, policy) == []
+    loaded = Saturation(loop_late_s=0.39, loop_late_max_s=0.121, loop_span_s=10.1)  # beside stress-ng: 3.9 %
+    assert saturation_reasons(loaded, policy) == []
+    assert saturation_reasons(loaded, MeasurementPolicy(max_loop_late_share=0.01))  # a stricter contract
+    short = Saturation(loop_late_s=0.02, loop_late_max_s=0.016, loop_span_s=0.5)  # 4 % of a half-second run
+    assert saturation_reasons(short, MeasurementPolicy(max_loop_late_share=0.01)) == []  # under the 0.25 s floor
     assert saturation_reasons(Saturation(), policy) == []  # not measured (not Linux): nothing said

@@ -23,6 +23,11 @@ def test_a_loop_held_by_a_busy_greenlet_is_measured_late(tmp_path: Path):
     held = meter.read()
     assert held.loop_late_max_s >= 0.2 and held.loop_late_s >= held.loop_late_max_s
     assert held.cpu_wait_runs == 0  # no scheduler statistics here: not measured
+    meter.freeze()  # the load stopped: what the stop costs is not the run's
+    frozen = meter.read()
+    hold(0.3)
+    gevent.sleep(0.1)
+    assert meter.read() == frozen
     meter.start()  # a new run starts from nothing
     assert meter.read().loop_late_s == 0.0
 
