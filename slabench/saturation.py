@@ -54,10 +54,6 @@ class SaturationWatch:
             late_sends=self.late,
             open_loop_sends=self.open_loop,
             late_bound_s=self.late_bound_s,
-            loop_late_s=s.loop_late_s,
-            loop_late_max_s=s.loop_late_max_s,
-            loop_span_s=s.span_s,
-            cpu_wait_s=s.cpu_wait_s,
-            cpu_wait_runs=s.cpu_wait_runs,
             loop_where=where,
+            **s.as_dict(),
         )

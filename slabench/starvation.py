@@ -32,13 +32,13 @@ class Starvation:
 
     loop_late_s: float  # in all, over the wake-ups more than LATE_S late
     loop_late_max_s: float
-    span_s: float
+    loop_span_s: float  # named as run_status.json's saturation fields, which take these as they are
     cpu_wait_s: float = 0.0
     cpu_wait_runs: int = 0  # times it got a CPU
 
     @property
     def late_share(self) -> float:
-        return self.loop_late_s / self.span_s if self.span_s > 0 else 0.0
+        return self.loop_late_s / self.loop_span_s if self.loop_span_s > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,8 +91,6 @@ class StarvationMeter:
         return self._frozen or self._now()
 
     def _now(self) -> Starvation:
-        cpu = read_schedstat(self.schedstat)
-        waited, runs = (
-            (0.0, 0) if cpu is None or self._cpu0 is None else ((cpu[0] - self._cpu0[0]) / 1e9, cpu[1] - self._cpu0[1])
-        )
+        cpu, cpu0 = read_schedstat(self.schedstat), self._cpu0
+        waited, runs = (0.0, 0) if cpu is None or cpu0 is None else ((cpu[0] - cpu0[0]) / 1e9, cpu[1] - cpu0[1])
         return Starvation(self._late, self._max, time.monotonic() - self._t0, waited, runs)

@@ -129,8 +129,8 @@ def read_run(path: Path) -> MeasuredRun:
         figures,
         ttft_s=np.array([r.first_token - r.sent for r in ok]),
         decode_s_per_token=np.array([(r.end - r.first_token) / max(r.completion_tokens - 1, 1) for r in ok]),
+        after_s=user_gaps(ok),
     )
-    run.after_s = user_gaps(ok)
     run.in_flight = _kv_samples(path, ok)
     return run
 

@@ -20,7 +20,8 @@ stop short of a last filler that would overshoot by more than it fills. Limit: o
 call cannot be shorter than the lines its scored behaviour needs, so with a tokenizer that spends many tokens per
 word the short calls stay over their target. Median (server count ÷ the call's stated length, fixed part included)
 on the live tier's vLLM with its tiny tokenizer (1.5 tokens per estimator token): +12 % as built, +1.0 % resized with
-the tokenizer, +1.6 % learned from usage; with a 300-token BPE (2.9), +16 % → +13 % (docs/plan.md).
+the tokenizer, +1.6 % and +2.5 % (two sessions) learned from usage; with a 300-token BPE (2.9), +16 % → +13 %
+(docs/plan.md).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def server_setting(vllm: VllmServer, pattern: str) -> int:
 def test_synthetic_prompts_are_the_asked_length_as_vllm_counts(vllm: VllmServer, tmp_path: Path, tokenizer: bool):
     """`--prompt-tokens 64`: the estimator alone sends 64 words, which this server counts as 71 (its chat template
     adds 7); calibrated from usage the median lands within ±2 %, with the model's tokenizer every prompt is 64."""
-    extra = ["--tokenizer", vllm.model_dir] if tokenizer else []
+    extra = ["--tokenizer", str(vllm.model_dir)] if tokenizer else []
     run = run_fixed(vllm, tmp_path, "FixedCountChatUser", 1, 12, "--prompt-tokens", "64", "--max-tokens", "4", *extra)
     counts = [r.prompt_tokens for r in sorted(run.records, key=lambda r: r.sent)]
     assert all(r.token_source == "server" for r in run.records)
@@ -103,7 +103,8 @@ def test_profile_calibrated_on_low_levels_predicts_higher_ones(vllm: VllmServer,
 
     profile = tmp_path / "cpu-tiny.yaml"
     res = slabench(
-        "calibrate", *fit_on, "--validate", *held_out, "--model-config", vllm.model_dir, "--max-model-len", "16384",
+        "calibrate", *fit_on, "--validate", *held_out, "--model-config", str(vllm.model_dir),
+        "--max-model-len", "16384",
         "--max-num-batched-tokens", str(CPU_MAX_NUM_BATCHED_TOKENS), "--max-num-seqs", str(CPU_MAX_NUM_SEQS),
         "--out", str(profile),
     )  # fmt: skip

@@ -79,6 +79,7 @@ class VllmServer:
     proc: subprocess.Popen
     url: str
     log_path: Path
+    model_dir: Path  # the served model's folder (its tokenizer and config.json)
     started_in_s: float = 0.0
 
     @classmethod
@@ -116,7 +117,7 @@ class VllmServer:
             preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
         )
         log.close()
-        server = cls(proc, f"http://127.0.0.1:{port}", log_path)
+        server = cls(proc, f"http://127.0.0.1:{port}", log_path, model_dir)
         t0 = time.monotonic()
         try:
             server.wait_healthy(START_TIMEOUT_S)
@@ -125,12 +126,6 @@ class VllmServer:
             raise
         server.started_in_s = time.monotonic() - t0
         return server
-
-    @property
-    def model_dir(self) -> str:
-        """The served model's folder (its tokenizer and config.json)."""
-        argv = list(self.proc.args)
-        return argv[argv.index("--model") + 1]
 
     def log_tail(self, lines: int = 30) -> str:
         try:

@@ -16,7 +16,7 @@ def test_a_loop_held_by_a_busy_greenlet_is_measured_late(tmp_path: Path):
     meter.run_ticker()
     gevent.sleep(0.12)  # the ticker runs (on time, bar a busy machine's hiccups)
     quiet = meter.read()
-    assert quiet.loop_late_max_s < 0.2 and quiet.span_s >= 0.1
+    assert quiet.loop_late_max_s < 0.2 and quiet.loop_span_s >= 0.1
     hold = gevent.monkey.get_original("time", "sleep")  # not gevent's, even where time is patched
     hold(0.3)  # holds the loop: the ticker's next wake-up is ~0.25 s late
     gevent.sleep(0.1)
@@ -45,7 +45,7 @@ def test_schedstat_is_read_as_time_waited_and_times_run(tmp_path: Path):
 
 
 def test_the_figures_travel_as_a_dict():
-    s = Starvation(loop_late_s=0.5, loop_late_max_s=0.2, span_s=10.0, cpu_wait_s=1.0, cpu_wait_runs=100)
+    s = Starvation(loop_late_s=0.5, loop_late_max_s=0.2, loop_span_s=10.0, cpu_wait_s=1.0, cpu_wait_runs=100)
     assert Starvation(**s.as_dict()) == s and s.late_share == pytest.approx(0.05)
     assert Starvation(0.0, 0.0, 0.0).late_share == 0.0 and LATE_S < 0.05
 
@@ -55,4 +55,4 @@ def test_this_process_is_measured():
     meter = StarvationMeter()
     sum(range(200_000))
     s = meter.read()
-    assert s.cpu_wait_runs >= 0 and 0 <= s.cpu_wait_s <= s.span_s + 1e-3
+    assert s.cpu_wait_runs >= 0 and 0 <= s.cpu_wait_s <= s.loop_span_s + 1e-3
