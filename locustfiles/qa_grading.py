@@ -18,6 +18,7 @@ With `--qa-resize on`, transcripts are sized in the served model's tokens (`slab
 against the simulator).
 """
 
+import logging
 import random
 
 from locust import events, task
@@ -39,6 +40,7 @@ from slabench.workload import (
 from slabench.workload.sizing import AsBuilt, TokenizerScale, UsageScale
 
 install()
+log = logging.getLogger("slabench")
 
 
 @events.init_command_line_parser.add_listener
@@ -82,6 +84,16 @@ def _check_dataset(environment, runner, **_):
         golden_calls(environment)
     except UserError as e:
         fail_at_start(environment, UserError(f"--dataset-dir {environment.parsed_options.dataset_dir}: {e}"))
+
+
+@events.test_stop.add_listener
+def _report_sizing(environment, **_):
+    """The scale the calls were sized at, so a run says what its prompts were (and a learned one can be checked)."""
+    scale = getattr(environment, "qa_token_scale", None)
+    if scale is not None and not isinstance(scale, AsBuilt):
+        log.info(
+            "slabench: QA transcripts sized at %.4f model tokens per estimator token (%s)", scale.value, scale.source
+        )
 
 
 def golden_calls(environment) -> "GoldenCalls":

@@ -15,13 +15,13 @@ model's tokens per estimator token on this text:
 A rebuilt call draws its neutral filler and answer lengths afresh (the same distributions); its ground truth is the
 original's.
 
-Resized calls are written compactly (an agent who speaks twice in a row keeps talking, no backchannel between) and
-stop short of a last filler that would overshoot by more than it fills. Limit: only the neutral talk is resized. A
-call cannot be shorter than the lines its scored behaviour needs, so with a tokenizer that spends many tokens per
-word the short calls stay over their target. Median (server count ÷ the call's stated length, fixed part included)
-on the live tier's vLLM with its tiny tokenizer (1.5 tokens per estimator token): +12 % as built, +1.0 % resized with
-the tokenizer, +1.6 % and +2.5 % (two sessions) learned from usage; with a 300-token BPE (2.9), +16 % → +13 %
-(docs/plan.md).
+Resized for a model that spends more tokens per word, calls are written compactly (an agent who speaks twice in a
+row keeps talking, no backchannel between; each line from the shorter half of its phrasings) and stop short of a last
+filler that would overshoot by more than it fills. Limit: a call cannot be shorter than the lines its scored
+behaviour needs, so with a tokenizer that spends many tokens per word the short calls stay over their target.
+Median (server count ÷ the call's stated length, fixed part included) over the golden calls with the live tier's
+tiny tokenizer (1.5 tokens per estimator token): +12 % as built, +1.0 % resized with the tokenizer, +1.5 % at the
+scale learned from vLLM's usage; with a 300-token BPE (2.9), +12 % (docs/plan.md).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class TokenizerScale:
         ratio = model / estimate if estimate else 1.0
         self.tokenizer = tokenizer
         self.value = 1.0 if abs(ratio - 1.0) < SAME else ratio
+        self.source = f"measured with the tokenizer on {len(picked)} golden transcripts"
 
     def build(self, item):
         """The call with its transcript at the measured scale."""
@@ -70,12 +71,18 @@ class UsageScale:
         self._window, self._minimum = window, minimum
         self._lock = threading.Lock()
         self._warned = False
+        self.answers = 0
         self.value = 1.0
+
+    @property
+    def source(self) -> str:
+        return f"learned from the server's usage in {self.answers} answers"
 
     def observe(self, fixed_estimate: int, transcript_estimate: int, server_prompt_tokens: int) -> None:
         if transcript_estimate <= 0 or server_prompt_tokens <= 0:
             return
         with self._lock:
+            self.answers += 1
             self._rows = [*self._rows, (fixed_estimate, transcript_estimate, server_prompt_tokens)][-self._window :]
             if len(self._rows) < self._minimum:
                 return

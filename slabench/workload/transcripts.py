@@ -68,12 +68,31 @@ class CallContext:
     card_payment: bool
 
 
-def _choice(rng: random.Random, seq):
-    # one C call instead of random.choice's bit-twiddling: replay rebuilds thousands of calls a second
-    return seq[int(rng.random() * len(seq))]
+class _Rng(random.Random):
+    """A call's random stream. `pick` is one uniform draw from a sequence: one C call instead of random.choice's
+    bit-twiddling (replay rebuilds thousands of calls a second)."""
+
+    def pick(self, seq):
+        return seq[int(self.random() * len(seq))]
 
 
-def _int(rng: random.Random, lo: int, hi: int) -> int:
+class _CompactRng(_Rng):
+    """The stream of a call resized for a model that spends more tokens per word than the estimator: each line is
+    drawn from the shorter half of its equivalent phrasings (the same one draw, so the call's other draws stay where
+    they were). A short call has little neutral talk to give up; its scored lines must be shorter too."""
+
+    def pick(self, seq):
+        if isinstance(seq, tuple) and len(seq) > 1 and isinstance(seq[0], str):
+            seq = _shorter_half(seq)
+        return seq[int(self.random() * len(seq))]
+
+
+@functools.lru_cache(maxsize=1024)
+def _shorter_half(options: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted(options, key=len)[: (len(options) + 1) // 2])
+
+
+def _int(rng: _Rng, lo: int, hi: int) -> int:
     """Uniform integer in [lo, hi] (like randint, without its per-call overhead)."""
     return lo + int(rng.random() * (hi - lo + 1))
 
@@ -82,7 +101,7 @@ def _clip(x: float, lo: float, hi: float) -> float:
     return lo if x < lo else hi if x > hi else x
 
 
-def sample_context(settings: WorkloadSettings, account: Account, rng: random.Random) -> CallContext:
+def sample_context(settings: WorkloadSettings, account: Account, rng: _Rng) -> CallContext:
     intents = list(account.intents)
     intent = rng.choices(intents, weights=[account.intents[k] for k in intents])[0]
     c = settings.behaviour.context
@@ -96,7 +115,7 @@ def sample_context(settings: WorkloadSettings, account: Account, rng: random.Ran
     )
 
 
-def sample_scores(settings: WorkloadSettings, ctx: CallContext, rng: random.Random) -> dict[int, Score]:
+def sample_scores(settings: WorkloadSettings, ctx: CallContext, rng: _Rng) -> dict[int, Score]:
     """A score for every master-rubric item (the account grades its subset). NA comes from the context only."""
     b = settings.behaviour
     it = P.INTENTS[ctx.intent]
@@ -146,41 +165,41 @@ def sample_scores(settings: WorkloadSettings, ctx: CallContext, rng: random.Rand
     return s
 
 
-def call_slots(account: Account, intent: P.IntentText, rng: random.Random) -> _Slots:
+def call_slots(account: Account, intent: P.IntentText, rng: _Rng) -> _Slots:
     """The per-call names and numbers the templates refer to."""
     v = account.vertical
-    first, last = _choice(rng, P.FIRST_NAMES), _choice(rng, P.LAST_NAMES)
+    first, last = rng.pick(P.FIRST_NAMES), rng.pick(P.LAST_NAMES)
     pol = account.policy
     order_no = f"{P.ORDER_PREFIX[v]}-{_int(rng, 10_000_000, 100_000_000 - 1)}"
     slots = {
         "brand": account.name,
-        "agent": _choice(rng, P.AGENT_NAMES),
+        "agent": rng.pick(P.AGENT_NAMES),
         "cust_first": first,
         "cust_last": last,
         "cust": f"{first} {last}",
-        "product": (product := _choice(rng, P.PRODUCTS[v])),
+        "product": (product := rng.pick(P.PRODUCTS[v])),
         "a_product": ("an " if product[0] in "aeiou" else "a ") + product,
         "order": order_no,
-        "order_date": f"{_choice(rng, P.MONTHS)} {_int(rng, 1, 28)}",
-        "weekday": _choice(rng, P.WEEKDAYS),
-        "month": _choice(rng, P.MONTHS),
-        "email": f"{first[0].lower()}.{last.lower()}{_int(rng, 1, 99)}@{_choice(rng, P.EMAIL_DOMAINS)}",
+        "order_date": f"{rng.pick(P.MONTHS)} {_int(rng, 1, 28)}",
+        "weekday": rng.pick(P.WEEKDAYS),
+        "month": rng.pick(P.MONTHS),
+        "email": f"{first[0].lower()}.{last.lower()}{_int(rng, 1, 99)}@{rng.pick(P.EMAIL_DOMAINS)}",
         "zip": f"{_int(rng, 10000, 99999 - 1):05d}",
         "street_no": str(_int(rng, 2, 980)),
-        "street": _choice(rng, P.STREETS),
+        "street": rng.pick(P.STREETS),
         "phone_tail": f"{_int(rng, 0, 10000 - 1):04d}",
-        "amount": f"${_int(rng, 12, 899)}.{_choice(rng, ('00', '49', '95', '99'))}",
+        "amount": f"${_int(rng, 12, 899)}.{rng.pick(('00', '49', '95', '99'))}",
         "rma": str(_int(rng, 100_000, 1_000_000 - 1)),
         "serial": str(_int(rng, 100_000, 1_000_000 - 1)),
         "card_last4": f"{_int(rng, 0, 10000 - 1):04d}",
         "new_last4": f"{_int(rng, 0, 10000 - 1):04d}",
-        "dob": f"{_choice(rng, P.MONTHS)} {_int(rng, 1, 28)}, {_int(rng, 1950, 2003)}",
+        "dob": f"{rng.pick(P.MONTHS)} {_int(rng, 1, 28)}, {_int(rng, 1950, 2003)}",
         "exp": f"{_int(rng, 1, 12):02d}/{_int(rng, 26, 31)}",
-        "limit": f"${_choice(rng, (3, 4, 5, 6, 7, 8))},{_choice(rng, ('000', '500'))}",
+        "limit": f"${rng.pick((3, 4, 5, 6, 7, 8))},{rng.pick(('000', '500'))}",
         "due_day": f"{_int(rng, 1, 28)}th",
-        "occasion": _choice(rng, P.OCCASIONS),
-        "carrier": _choice(rng, P.CARRIERS),
-        "specialist": _choice(rng, P.SPECIALISTS),
+        "occasion": rng.pick(P.OCCASIONS),
+        "carrier": rng.pick(P.CARRIERS),
+        "specialist": rng.pick(P.SPECIALISTS),
         "team": intent.team,
         "team_cap": intent.team[0].upper() + intent.team[1:],
         # policy facts, and the distorted versions lower policy-accuracy levels quote
@@ -253,7 +272,7 @@ class _Script:
 
     __slots__ = ("rng", "slots", "tokens", "turns")
 
-    def __init__(self, rng: random.Random, slots: dict[str, str]) -> None:
+    def __init__(self, rng: _Rng, slots: dict[str, str]) -> None:
         self.rng = rng
         self.slots = slots
         self.turns: list[tuple[str | None, str, tuple[int, ...], int, int]] = []
@@ -271,7 +290,7 @@ class _Script:
         self.tokens += n
 
     def pick(self, speaker: str | None, options: tuple[str, ...], *evidence: int) -> None:
-        self.say(speaker, _choice(self.rng, options), *evidence)
+        self.say(speaker, self.rng.pick(options), *evidence)
 
     def append_to_agent(self, idx: int, template: str, *evidence: int) -> None:
         """Add a sentence to agent turn `idx` (a courtesy word rides on what they say anyway)."""
@@ -287,7 +306,7 @@ class _Deck:
 
     __slots__ = ("_left", "_pool", "_rng")
 
-    def __init__(self, rng: random.Random, pool: tuple) -> None:
+    def __init__(self, rng: _Rng, pool: tuple) -> None:
         self._rng, self._pool, self._left = rng, pool, []
 
     def draw(self):
@@ -302,7 +321,7 @@ class _Decks:
 
     __slots__ = ("_details", "_generic", "_neutral", "_rng", "_smalltalk", "_vertical")
 
-    def __init__(self, rng: random.Random, it: P.IntentText, vertical: str) -> None:
+    def __init__(self, rng: _Rng, it: P.IntentText, vertical: str) -> None:
         self._rng = rng
         self._details = _shuffled(rng, it.details)
         self._smalltalk = _shuffled(rng, P.CUSTOMER_SMALLTALK)
@@ -318,7 +337,7 @@ class _Decks:
         if self._smalltalk:
             return self._smalltalk.pop()
         r = self._rng
-        return f"{_choice(r, P.NARRATIVE_WHEN)} {_choice(r, P.NARRATIVE_DID)}, {_choice(r, P.NARRATIVE_OUTCOME)}."
+        return f"{r.pick(P.NARRATIVE_WHEN)} {r.pick(P.NARRATIVE_DID)}, {r.pick(P.NARRATIVE_OUTCOME)}."
 
     def neutral(self) -> str:
         return self._neutral.draw()
@@ -329,10 +348,10 @@ class _Decks:
         if self._generic:
             return self._generic.pop()
         r = self._rng
-        return _choice(r, P.SYSTEM_STATE).replace("{thing}", _choice(r, P.SYSTEM_THING)), _choice(r, P.CUSTOMER_WAIT)
+        return r.pick(P.SYSTEM_STATE).replace("{thing}", r.pick(P.SYSTEM_THING)), r.pick(P.CUSTOMER_WAIT)
 
 
-def _shuffled(rng: random.Random, seq) -> list:
+def _shuffled(rng: _Rng, seq) -> list:
     out = list(seq)
     for i in range(len(out) - 1, 0, -1):  # Fisher-Yates on rng.random(): cheaper than random.shuffle
         j = int(rng.random() * (i + 1))
@@ -340,7 +359,7 @@ def _shuffled(rng: random.Random, seq) -> list:
     return out
 
 
-def _agent_customer(rng: random.Random, slots: dict[str, str], pairs, evidence: tuple[int, ...] = ()) -> _Script:
+def _agent_customer(rng: _Rng, slots: dict[str, str], pairs, evidence: tuple[int, ...] = ()) -> _Script:
     s = _Script(rng, slots)
     for q, a in pairs:
         s.say("Agent", q, *evidence)
@@ -348,9 +367,7 @@ def _agent_customer(rng: random.Random, slots: dict[str, str], pairs, evidence: 
     return s
 
 
-def _script(
-    account: Account, ctx: CallContext, s: dict[int, Score], rng: random.Random, slots: dict[str, str], deck: _Decks
-):
+def _script(account: Account, ctx: CallContext, s: dict[int, Score], rng: _Rng, slots: dict[str, str], deck: _Decks):
     """The call's turns in sections: (opening, discussion blocks, resolution, closing). Filler goes between the
     discussion blocks, so every behaviour line stays where a real agent would say it."""
     it = P.INTENTS[ctx.intent]
@@ -360,16 +377,16 @@ def _script(
     head = _Script(rng, slots)
     if ctx.ivr_disclosure:
         head.say("IVR", P.IVR_DISCLOSURE, 2)
-    greeting = _choice(rng, P.GREETING_YES if s[1] == "Y" else P.GREETING_NO)
-    assist = _choice(rng, P.ASSIST_YES) if s[3] == "Y" else ""
+    greeting = rng.pick(P.GREETING_YES if s[1] == "Y" else P.GREETING_NO)
+    assist = rng.pick(P.ASSIST_YES) if s[3] == "Y" else ""
     head.say("Agent", greeting + assist, *((1, 3) if s[3] == "Y" else (1,)))
-    opening = _choice(rng, it.opening)
+    opening = rng.pick(it.opening)
     if s[3] == "N":
         keep = opening.startswith(("I ", "I'"))
-        opening = _choice(rng, P.CUSTOMER_UNPROMPTED) + (opening if keep else opening[0].lower() + opening[1:])
+        opening = rng.pick(P.CUSTOMER_UNPROMPTED) + (opening if keep else opening[0].lower() + opening[1:])
     optout = ctx.offer_optout and s[19] == "NA" and 19 in account.rubric
     if optout:
-        opening += " " + _choice(rng, P.OFFER_OPTOUT)
+        opening += " " + rng.pick(P.OFFER_OPTOUT)
     head.say("Customer", opening, *((19,) if optout else ()))
     if s[2] == "Y":
         head.pick("Agent", P.RECORDING_YES, 2)
@@ -391,7 +408,7 @@ def _script(
     blocks: list[_Script] = []
     # empathy answers the caller's frustration
     emo = _Script(rng, slots)
-    feeling, specific = _choice(rng, P.EMOTION)
+    feeling, specific = rng.pick(P.EMOTION)
     emo.say("Customer", feeling)
     if s[9] == 5:
         emo.say("Agent", specific, 9)
@@ -427,12 +444,12 @@ def _script(
         blocks.append(_agent_customer(rng, slots, [pair], (6,)))
     if listen <= 2:
         b = _Script(rng, slots)
-        cust, agent = _choice(rng, P.INTERRUPT)
+        cust, agent = rng.pick(P.INTERRUPT)
         b.say("Customer", cust)
         b.say("Agent", agent, 6)
         blocks.append(b)
     if listen == 1:
-        blocks.append(_agent_customer(rng, slots, [_choice(rng, P.MISSTATE)], (6,)))
+        blocks.append(_agent_customer(rng, slots, [rng.pick(P.MISSTATE)], (6,)))
     # courtesy and tone
     # courtesy and tone: warm words ride on the agent's own turns; rudeness answers the caller's pushback
     tone = P.COURTESY.get(s[10], ())
@@ -490,11 +507,11 @@ def _script(
 
     tail = _Script(rng, slots)
     if s[20] == "Y":
-        recap = _choice(rng, P.RECAP)
+        recap = rng.pick(P.RECAP)
         tail.say("Agent", recap if s[14] >= 4 else recap.replace("{recap}", "{recap_weak}"), 20)
         tail.say("Customer", "Okay, great.")
     if s[21] == "Y":
-        tail.say("Agent", P.ANYTHING_ELSE_TRANSFER if s[12] != "NA" else _choice(rng, P.ANYTHING_ELSE), 21)
+        tail.say("Agent", P.ANYTHING_ELSE_TRANSFER if s[12] != "NA" else rng.pick(P.ANYTHING_ELSE), 21)
         tail.pick("Customer", P.ANYTHING_ELSE_NO)
     if s[23] == "Y":
         tail.pick("Agent", P.SURVEY, 23)
@@ -546,7 +563,7 @@ def _card_payment(res: _Script, safe: bool) -> None:
         res.say("Agent", P.PCI_UNSAFE_READBACK, 17)
 
 
-def _filler(deck: _Decks, rng: random.Random, slots: dict[str, str]) -> _Script:
+def _filler(deck: _Decks, rng: _Rng, slots: dict[str, str]) -> _Script:
     """One neutral exchange: no questions, courtesy, empathy or policy, so it never changes a score."""
     b = _Script(rng, slots)
     r = rng.random()
@@ -560,7 +577,7 @@ def _filler(deck: _Decks, rng: random.Random, slots: dict[str, str]) -> _Script:
     return b
 
 
-def _join(scripts: list[_Script], rng: random.Random, compact: bool = False) -> list:
+def _join(scripts: list[_Script], rng: _Rng, compact: bool = False) -> list:
     """Concatenate sections. A caller who speaks twice in a row just keeps talking (one turn); an agent who does
     gets a backchannel from the caller in between, as transcripts of real calls show — or, `compact`, keeps talking
     too (a call resized for a model that spends more tokens per word: its short calls have no room to spare)."""
@@ -573,7 +590,7 @@ def _join(scripts: list[_Script], rng: random.Random, compact: bool = False) -> 
                 turns[-1] = (prev[0], f"{prev[1]} {t[1]}", (*prev[2], *t[2]), prev[3] + t[3] - _LINE_OVERHEAD, prev[4])
                 continue
             if prev is not None and t[0] == prev[0] == "Agent":
-                text = _choice(rng, _BACKCHANNEL)
+                text = rng.pick(_BACKCHANNEL)
                 turns.append(("Customer", text, (), _LINE_OVERHEAD + _static_tokens(text), 0))
             turns.append(t)
     return turns
@@ -602,7 +619,7 @@ def _render(turns, duration_s: float) -> tuple[str, dict[int, int]]:
     return "\n".join(lines), evidence
 
 
-def _length(settings: WorkloadSettings, account: Account, rng: random.Random) -> tuple[float, float]:
+def _length(settings: WorkloadSettings, account: Account, rng: _Rng) -> tuple[float, float]:
     """The call's minutes and its transcript's length target in tokens: the seed's first draws."""
     lo, hi = settings.call_minutes_clip
     minutes = _clip(rng.lognormvariate(math.log(account.minutes_median), account.minutes_log_sd), lo, hi)
@@ -620,7 +637,9 @@ def generate_call(
     """The call behind (account, seed). `token_scale` is a model's tokens per estimator token on this text: the
     transcript's length target is then met in the model's tokens (1.0: the estimator's, as the dataset is built)."""
     account = settings.account(account_key)
-    rng = random.Random(seed)
+    # Resized for a model that spends more tokens per word (token_scale > 1): compact phrasing and joins
+    compact = token_scale > 1.0
+    rng = (_CompactRng if compact else _Rng)(seed)
     minutes, target = _length(settings, account, rng)
     target /= token_scale
     ctx = sample_context(settings, account, rng)
@@ -633,12 +652,12 @@ def generate_call(
     deck = _Decks(rng, it, account.vertical)
     head, blocks, res, tail = _script(account, ctx, shown, rng, slots, deck)
 
-    # Resized for a model (token_scale ≠ 1): compact joins, and the last filler only when it brings the call closer
-    # to its target (as built, a call tops up past it: the dataset's calls are kept exactly as they are).
+    # Resized for a model (token_scale ≠ 1): the last filler only when it brings the call closer to its target (as
+    # built, a call tops up past it: the dataset's calls are kept exactly as they are).
     resized = token_scale != 1.0
     slack = 0.0
     while True:  # joining merges or adds a few turns, so top up until the joined call is long enough
-        turns = _join([head, *blocks, res, tail], rng, compact=resized and token_scale > 1.0)
+        turns = _join([head, *blocks, res, tail], rng, compact)
         used = sum(t[3] for t in turns)
         if used >= target - slack:
             break
