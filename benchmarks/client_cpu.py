@@ -1,11 +1,14 @@
 """CPU time the streaming client spends per request and per streamed token, without Locust around it.
 
-Starts the simulator (its own process; TTFT 20 ms, ITL 1 ms, `--tokens` tokens, no jitter), then runs `--streams`
-greenlets in this process, each sending requests back to back with its own `StreamingClient` for `--seconds`, and
-reads this process's CPU time (`getrusage`, user + system) around the steady part. CPU time is the steady figure on a
-shared machine; compare two versions of the client in the same conditions (e.g. alternating runs).
+Starts the simulator (its own process; TTFT 20 ms, `--itl` between tokens, `--tokens` tokens, no jitter), then
+runs `--streams` greenlets in this process, each sending requests back to back with its own `StreamingClient` for
+`--seconds`, and reads this process's CPU time (`getrusage`, user + system) around the steady part. CPU time is the
+steady figure on a shared machine; compare two versions of the client in the same conditions (e.g. alternating runs).
 
-    python benchmarks/client_cpu.py [--streams 32] [--tokens 128] [--seconds 10]
+    python benchmarks/client_cpu.py [--streams 32] [--tokens 128] [--seconds 10] [--itl 0.001]
+
+At 1 ms between tokens one wake-up of the client reads many streams' events; at `--itl 0.01` (a GPU server's pace)
+nearly every event is its own wake-up, whose cost then dominates.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--warmup", type=float, default=2.0)
+    ap.add_argument("--itl", type=float, default=0.001, help="seconds between tokens")
     a = ap.parse_args()
-    argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--ttft", "0.02", "--itl", "0.001"]
+    argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--ttft", "0.02", "--itl", str(a.itl)]
     argv += ["--output-tokens", str(a.tokens)]
     sim = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     url = sim.stdout.readline().strip().rsplit(" ", 1)[-1]

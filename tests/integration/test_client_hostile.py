@@ -61,7 +61,7 @@ CASES = [
     ok("done_then_hold", target={"stall_timeout": 3.0}),
     ok("done_then_junk"),
     ok("redirect_307", hops=2),
-    ok("slow_trickle"),
+    ok("slow_trickle", target={"stall_timeout": 0.45}),  # 0.66 s in all, never 0.45 s without a byte
     # what the server said went wrong
     fails("error_event", "stream_error", "engine overloaded"),
     fails("error_event_echoes_key", "stream_error", "[redacted]"),
