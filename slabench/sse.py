@@ -12,7 +12,7 @@ arrives in a thousand reads costs a thousand appends, not a thousand ever-longer
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 DEFAULT_MAX_EVENT_BYTES = 1 << 20  # 1 MiB: a chunk of an LLM stream is ~100–2,000 bytes
 
@@ -21,8 +21,7 @@ class EventTooLong(ValueError):
     """A line or an event exceeded the parser's limit (the stream is not an OpenAI-style event stream)."""
 
 
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
+class SSEEvent(NamedTuple):  # a tuple: made per streamed token, in a third of a frozen dataclass's time
     data: str
     time: float
     event: str | None = None
@@ -42,6 +41,15 @@ class SSEParser:
         self.comments = 0  # keep-alive comment lines seen
 
     def feed(self, chunk: bytes, now: float) -> list[SSEEvent]:
+        if (  # one whole `data:` event in one read, nothing pending: what a server writes per token
+            chunk[:6] == b"data: "
+            and chunk[-2:] == b"\n\n"
+            and chunk.count(b"\n") == 2
+            and len(chunk) <= self.max_bytes
+            and 0x0D not in chunk
+            and not (self._partial or self._data or self._pending_cr or self._event is not None)
+        ):
+            return [SSEEvent(chunk[6:-2].decode("utf-8", "replace"), now)]
         if self._pending_cr:
             self._pending_cr = False
             if chunk[:1] == b"\n":

@@ -99,7 +99,7 @@ def test_the_simulators_metrics_parse_with_every_tracked_family():
     sim.success.labels("m", "stop").inc()
     sim.ttft.labels("m").observe(0.05)
     sim.prompt_tokens.labels("m").inc(11)
-    sim.set_step_counts(100, 3, 0.2)
+    sim.set_step_counts(100, 3, 0.2, 1.5)
     s = parse(sim.render().decode())
     assert s["gauges"] == {"num_requests_running": 2.0, "num_requests_waiting": 1.0, "kv_cache_usage_perc": 0.1}
     assert s["counters"]["prompt_tokens_total"] == 11.0
@@ -107,6 +107,7 @@ def test_the_simulators_metrics_parse_with_every_tracked_family():
     assert s["histograms"]["time_to_first_token_seconds"]["buckets"]["0.06"] == 1.0
     assert set(s["counters"]) == {*COUNTERS, *SIM_COUNTERS, "requests_received_total"}
     assert s["counters"]["slabench_sim_engine_late_seconds_total"] == pytest.approx(0.2)
+    assert s["counters"]["slabench_sim_loop_late_seconds_total"] == pytest.approx(1.5)
     assert {
         "time_to_first_token_seconds",
         "inter_token_latency_seconds",

@@ -43,6 +43,37 @@ def test_splitting_the_byte_stream_anywhere_never_changes_the_events(cuts):
     ]
 
 
+PIECES = [
+    b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n',
+    b"data: \xff\xfe not utf-8\n\n",
+    b"data:  two spaces\n\n",
+    b"event: error\n",
+    b"data: one\ndata: two\n\n",
+    b": ping\n\n",
+    b"data: crlf\r\n\r\n",
+    b"data: cr\r",
+    b"data: partial",
+    b"\n\n",
+    b"\n",
+    b"data: " + b"x" * 120 + b"\n\n",  # over the limit below
+]
+
+
+@given(st.lists(st.sampled_from(PIECES), max_size=20))
+def test_whole_events_read_at_once_parse_as_the_same_bytes_read_one_at_a_time(pieces):
+    """A read that is exactly one `data:` event takes a shortcut; it must give what the general path gives."""
+
+    def parse(feeds) -> list | str:
+        p = SSEParser(max_event_bytes=100)
+        try:
+            return [(e.data, e.event) for f in feeds for e in p.feed(f, 0.0)]
+        except EventTooLong:
+            return "too long"
+
+    stream = b"".join(pieces)
+    assert parse(pieces) == parse([stream[i : i + 1] for i in range(len(stream))])
+
+
 def test_event_is_stamped_by_the_feed_that_completes_it():
     p = SSEParser()
     assert p.feed(b'data: {"a"', 1.0) == []
