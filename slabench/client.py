@@ -69,6 +69,20 @@ class Target:
         parse_base_url(self.base_url)
 
 
+def tls_options(verify: bool) -> dict[str, Any]:
+    """geventhttpclient's TLS settings. Its `insecure=True` only stops the hostname check, and the certificate is
+    still verified: a server with a self-signed one stayed unreachable with `--insecure`. Not verifying takes a
+    context that does not."""
+    return {} if verify else {"insecure": True, "ssl_context_factory": _unverified_context}
+
+
+def _unverified_context(cafile: str | None = None) -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
 def parse_base_url(url: str) -> tuple[str, str, int, str]:
     """(scheme, host, port, path prefix) of a server root like ``http://127.0.0.1:8000`` or ``https://x/v1``."""
     try:
@@ -177,7 +191,7 @@ class StreamingClient:
                 self._host,
                 self._port,
                 ssl=self._tls,
-                insecure=not t.verify_tls,
+                **tls_options(t.verify_tls),
                 connection_timeout=t.connect_timeout,
                 network_timeout=t.stall_timeout,
                 concurrency=1,
@@ -662,9 +676,10 @@ def _read_some(resp: Any, watch: _StallWatch | None = None) -> bytes:
                     data = sock._sock.recv(_RECV_BYTES)
                 except BlockingIOError:  # woken without data after all
                     continue
-                watch.last = time.monotonic()
             else:
                 data = sock.recv(_RECV_BYTES)
+            if watch is not None:
+                watch.last = time.monotonic()
             resp.feed(data)  # b"" at EOF: ends a close-delimited body, raises "Incomplete response" otherwise
         except BaseException:
             resp.release()

@@ -37,7 +37,15 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRu
 
 from slabench import locust_scrape, locust_sla, metrics, provenance, webui
 from slabench.accounting import incomplete_reasons, reconcile, server_received
-from slabench.client import StreamingClient, Target, chat_body, completions_body, parse_base_url, redact
+from slabench.client import (
+    StreamingClient,
+    Target,
+    chat_body,
+    completions_body,
+    parse_base_url,
+    redact,
+    tls_options,
+)
 from slabench.distributed import fail_at_start, install_port_defaults, set_missing_after, watch_worker_join
 from slabench.errors import ExitCode, UserError
 from slabench.files import check_output
@@ -492,7 +500,7 @@ def discover_model(target: Target, timeout: float = DISCOVERY_TIMEOUT_S) -> str 
         host,
         port,
         ssl=scheme == "https",
-        insecure=not target.verify_tls,
+        **tls_options(target.verify_tls),
         connection_timeout=limit,
         network_timeout=limit,
     )

@@ -74,13 +74,15 @@ def simulator() -> Iterator[Callable[..., str]]:
 class HostileServer:
     """tests/hostile_server.py running in its own process: its URL and the requests it logged."""
 
-    def __init__(self, log: Path, mix: list[str] | None = None) -> None:
+    def __init__(self, log: Path, mix: list[str] | None = None, tls: tuple[Path, Path] | None = None) -> None:
         self.log = log
         argv = [sys.executable, str(ROOT / "tests" / "hostile_server.py"), str(log)]
         if mix:
             argv += ["--mix", ",".join(mix)]
+        if tls:
+            argv += ["--tls", *map(str, tls)]
         self.proc, port = _start(argv)
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
 
     def rows(self, since: int = 0) -> list[dict]:
         """Logged lines from line `since` on (see `mark`)."""

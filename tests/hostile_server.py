@@ -20,6 +20,7 @@ import gzip
 import itertools
 import json
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -630,9 +631,10 @@ def _echo(c: Conn, r: Request) -> bool:
 
 # -- the server ----------------------------------------------------------------------------------------------------
 class Server:
-    def __init__(self, log_path: str, mix: list[str]) -> None:
+    def __init__(self, log_path: str, mix: list[str], tls: ssl.SSLContext | None = None) -> None:
         self.log_path = log_path
         self.mix = mix
+        self.tls = tls
         self.lock = threading.Lock()
         self.conn_ids = itertools.count(1)
         self.mix_turn = itertools.count()
@@ -653,6 +655,12 @@ class Server:
         return name
 
     def handle(self, sock: socket.socket) -> None:
+        try:
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(sock, server_side=True)  # a client that refuses the certificate: OSError
+        except OSError:
+            sock.close()
+            return
         c = Conn(sock, next(self.conn_ids))
         try:
             while True:
@@ -712,11 +720,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("log")
     ap.add_argument("--mix", default="ok")
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve https with this certificate")
     a = ap.parse_args()
     unknown = [m for m in a.mix.split(",") if m not in BEHAVIOURS]
     if unknown:
         raise SystemExit(f"unknown behaviour(s) {unknown}")
-    Server(a.log, a.mix.split(",")).serve()
+    tls = None
+    if a.tls:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(*a.tls)
+    Server(a.log, a.mix.split(","), tls).serve()
 
 
 if __name__ == "__main__":

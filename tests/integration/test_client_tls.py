@@ -1,0 +1,105 @@
+"""The streaming client over TLS, against the hostile server serving https with a certificate made here: reads over
+TLS go through gevent's socket (its buffered bytes are invisible to a readable check), under the same stall timeout
+as plain streams; and the certificate is verified unless the target says not to."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from pathlib import Path
+
+import pytest
+
+from slabench.client import StreamingClient, Target, chat_body
+from slabench.record import RecordMeta
+from tests.conftest import HostileServer
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> HostileServer:
+    d = tmp_path_factory.mktemp("tls")
+    s = HostileServer(d / "log.jsonl", tls=self_signed(d))
+    yield s
+    s.stop()
+
+
+def self_signed(d: Path) -> tuple[Path, Path]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = d / "cert.pem", d / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def send(url: str, behaviour: str, **target):
+    client = StreamingClient(Target(url, **target))
+    body = chat_body("m", [{"role": "user", "content": "hi"}], 16)
+    try:
+        return client.send("chat", body, RecordMeta(run_id="tls"), headers={"X-Hostile": behaviour}).record
+    finally:
+        client.close()
+
+
+def test_a_self_signed_certificate_is_refused_by_default(server):
+    r = send(server.url, "ok")
+    assert r.error_category == "connect"
+    assert "certificate" in r.error_message.lower()
+
+
+def test_a_stream_over_tls_is_whole(server):
+    r = send(server.url, "ok", verify_tls=False)
+    assert r.outcome == "ok", r.error_message
+    assert r.completion_tokens == 3 and len(r.chunk_times) == 3
+
+
+def test_a_tls_stream_slower_in_all_than_its_stall_timeout_is_not_a_stall(server):
+    r = send(server.url, "slow_trickle", verify_tls=False, stall_timeout=0.45)  # 0.66 s, never 0.45 s silent
+    assert r.outcome == "ok", r.error_message
+
+
+def test_a_tls_stream_that_stalls_is_a_stall(server):
+    r = send(server.url, "stall_mid_stream", verify_tls=False, stall_timeout=0.5)
+    assert r.error_category == "stall"
+    assert "no bytes for 0.5 s" in r.error_message
+
+
+def test_a_locust_run_reaches_a_self_signed_server_with_insecure_only(server, tmp_path):
+    from slabench.sinks import read_records
+    from tests.locust_run import ROOT, run_locust
+
+    def run(name: str, *extra: str):
+        records = tmp_path / name / "records.jsonl"
+        res = run_locust(
+            "-f", str(ROOT / "locustfiles" / "chat_replay.py"), "--host", server.url, "-u", "2", "-r", "2", "-t", "5s",
+            "--prompt-tokens", "16", "--max-tokens", "8", "--records", str(records), *extra,
+        )  # fmt: skip
+        return res, list(read_records(records)) if records.exists() else []
+
+    res, records = run("insecure", "--insecure")
+    assert res.returncode == 0, res.stderr[-2000:]
+    answered = [r for r in records if r.outcome == "ok"]
+    assert answered and all(r.outcome == "ok" or r.error_category == "cancelled" for r in records)
+    res, records = run("verified")
+    assert res.returncode != 0
+    assert "CERTIFICATE_VERIFY_FAILED" in res.stderr
+    assert not any(r.outcome == "ok" for r in records)
