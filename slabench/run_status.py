@@ -1,6 +1,6 @@
 """`run_status.json`: what the Locust process knows about a run beyond its records — lost workers, requests not
 sent, the signs of a saturated load generator — plus the embedded simulator's own sign of a starved CPU (its late
-engine steps and event-loop wake-ups, scraped into `server_metrics.jsonl`).
+engine steps, and its event loop's late wake-ups while idle, scraped into `server_metrics.jsonl`).
 
 Two kinds of evidence come out of a run directory, kept apart on purpose:
 - `incomplete_reasons`: facts that make a run unable to stand for its load (a lost worker, requests never sent,
@@ -39,7 +39,7 @@ class Saturation(_Model):
     late_sends: int = 0  # open loop: requests sent later than `late_bound_s` after they were scheduled
     open_loop_sends: int = 0
     late_bound_s: float = 0.0
-    sim_late_s: float = 0.0  # the embedded simulator: how late its engine steps or its event loop ran in all
+    sim_late_s: float = 0.0  # the embedded simulator: how late its engine steps (or, idle, its event loop) ran in all
     sim_span_s: float = 0.0  # over this much of the run
     sim_late_steps: int = 0
     # The load generator's event loop (slabench.starvation): its late wake-ups over the run, and its wait for a CPU
@@ -83,8 +83,8 @@ class MeasurementPolicy(BaseModel):
     max_simulator_late_share: float = Field(
         default=0.05,
         ge=0,
-        description="the embedded simulator's lateness (its late engine steps or its event loop's late wake-ups, "
-        "whichever came to more), in all, as a share of the run's time",
+        description="the embedded simulator's lateness, in all, as a share of the run's time: its late engine steps, "
+        "and its event loop's late wake-ups while no request was in flight",
     )
 
 
@@ -202,8 +202,8 @@ def simulator_figures(scrapes: list[dict[str, Any]]) -> dict[str, float]:
         last: float = scrapes[-1].get("counters", {}).get(name, 0.0)
         return last - first
 
-    return {  # a freeze shows in both measures; a frozen idle simulator in its loop's alone
-        "sim_late_s": max(rise("slabench_sim_engine_late_seconds_total"), rise("slabench_sim_loop_late_seconds_total")),
+    return {  # busy, its late steps; idle, its loop's late wake-ups (a frozen idle simulator has no step due)
+        "sim_late_s": rise("slabench_sim_engine_late_seconds_total") + rise("slabench_sim_idle_late_seconds_total"),
         "sim_late_steps": int(rise("slabench_sim_engine_late_steps_total")),
         "sim_span_s": max(0.0, scrapes[-1]["t"] - scrapes[0]["t"]),
     }

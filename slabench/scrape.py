@@ -68,7 +68,7 @@ SIM_COUNTERS = (
     "slabench_sim_engine_steps_total",
     "slabench_sim_engine_late_steps_total",
     "slabench_sim_engine_late_seconds_total",
-    "slabench_sim_loop_late_seconds_total",
+    "slabench_sim_idle_late_seconds_total",
 )
 # Requests the server received, from whichever counter it has, summed into counters["requests_received_total"]:
 # the simulator's own, or vLLM's HTTP instrumentator count of completion calls (counted as each response ends). The

@@ -15,6 +15,7 @@ Cost: 20 wake-ups a second.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,9 @@ def read_schedstat(path: Path = SCHEDSTAT) -> tuple[int, int] | None:
 class StarvationMeter:
     """This process's starvation since `start()` (call it at the run's start; the ticker runs from then on)."""
 
-    def __init__(self, schedstat: Path = SCHEDSTAT) -> None:
+    def __init__(self, schedstat: Path = SCHEDSTAT, only_while: Callable[[], bool] | None = None) -> None:
         self.schedstat = schedstat
+        self.only_while = only_while  # count a wake-up only if this held when its wait began
         self._ticker: gevent.Greenlet | None = None
         self.start()
 
@@ -77,12 +79,13 @@ class StarvationMeter:
             self._ticker = gevent.spawn(self._tick)
 
     def _tick(self) -> None:
-        clock = time.perf_counter
+        clock, only_while = time.perf_counter, self.only_while
         while True:
             t = clock()
+            counts = only_while is None or only_while()
             gevent.sleep(TICK_S)
             late = clock() - t - TICK_S
-            if late > LATE_S:
+            if late > LATE_S and counts:
                 self._late += late
                 self._max = max(self._max, late)
 

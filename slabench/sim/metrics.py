@@ -113,23 +113,23 @@ class SimMetrics:
             "slabench_sim_engine_late_steps", "Engine steps that ran later than 5 ms after they were due.", registry=r
         )
         self.late_s = Counter("slabench_sim_engine_late_seconds", "How late those late steps ran, in all.", registry=r)
-        self.loop_late_s = Counter(
-            "slabench_sim_loop_late_seconds",
-            "How late the event loop woke, in all (wake-ups more than 5 ms late): a frozen or starved process, busy or "
-            "idle.",
+        self.idle_late_s = Counter(
+            "slabench_sim_idle_late_seconds",
+            "How late the event loop woke while no request was in flight, in all (wake-ups more than 5 ms late): a "
+            "process frozen or starved while idle, whose arriving requests wait in the kernel.",
             registry=r,
         )
         self._seen: dict[str, float] = {}
         # Labelled children resolved once: observe() runs per token.
         self._ttft, self._itl, self._e2e = (h.labels(model) for h in (self.ttft, self.itl, self.e2e))
 
-    def set_step_counts(self, steps: int, late: int, late_s: float, loop_late_s: float) -> None:
+    def set_step_counts(self, steps: int, late: int, late_s: float, idle_late_s: float) -> None:
         """The engine loop counts in plain numbers (per step); the counters take the increments when scraped."""
         for key, counter, total in (
             ("steps", self.steps, steps),
             ("late_steps", self.late_steps, late),
             ("late_s", self.late_s, late_s),
-            ("loop_late_s", self.loop_late_s, loop_late_s),
+            ("idle_late_s", self.idle_late_s, idle_late_s),
         ):
             if total > self._seen.get(key, 0.0):
                 counter.inc(total - self._seen.get(key, 0.0))

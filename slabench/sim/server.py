@@ -105,9 +105,9 @@ class SimServer:
         self._started = time.perf_counter()
         self.steps = self.late_steps = 0  # engine steps run, and those run more than LATE_STEP_S after due
         self.late_s = 0.0  # how late those were, in all
-        # Its event loop's late wake-ups: what late steps cannot show, a process frozen or starved while idle
-        # (requests then wait in the kernel, and nothing was due to run late)
-        self.starvation = StarvationMeter()
+        # What late steps cannot show: a process frozen or starved while idle (arriving requests wait in the
+        # kernel, and no step was due to run late). Its event loop's late wake-ups while no request is in flight.
+        self.idle_lateness = StarvationMeter(only_while=lambda: not self._streams)
         self._server = gevent.server.StreamServer((host, port), self._handle, backlog=2048)
         self._loop: gevent.Greenlet | None = None
 
@@ -115,8 +115,8 @@ class SimServer:
     def start(self) -> SimServer:
         self._server.start()
         self._loop = gevent.spawn(self._engine_loop)
-        self.starvation.start()
-        self.starvation.run_ticker()
+        self.idle_lateness.start()
+        self.idle_lateness.run_ticker()
         return self
 
     def stop(self) -> None:
@@ -247,7 +247,8 @@ class SimServer:
             return _send_json(sock, conn, 200, self._models())
         if method == "GET" and path == "/metrics":
             self.metrics.set_gauges(self.engine.stats())  # gauges are read when scraped, not on every step
-            self.metrics.set_step_counts(self.steps, self.late_steps, self.late_s, self.starvation.read().loop_late_s)
+            idle_late_s = self.idle_lateness.read().loop_late_s
+            self.metrics.set_step_counts(self.steps, self.late_steps, self.late_s, idle_late_s)
             data = self.metrics.render()
             return _send(sock, conn, 200, data, "text/plain; version=0.0.4; charset=utf-8")
         if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):

@@ -95,7 +95,8 @@ def _pin(pid: int, cores: set[int]) -> None:
 )
 def test_a_simulator_frozen_while_idle_is_seen_by_its_event_loop(simulator):
     """Frozen with no request in flight, the simulator has no engine step to run late; requests that came meanwhile
-    would wait in the kernel and their latency would measure the freeze. Its event loop woke late: that is counted."""
+    would wait in the kernel and their latency would measure the freeze. Its event loop woke late while idle: that
+    is counted."""
     import urllib.request
 
     from slabench.run_status import simulator_figures

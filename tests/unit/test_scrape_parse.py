@@ -107,7 +107,7 @@ def test_the_simulators_metrics_parse_with_every_tracked_family():
     assert s["histograms"]["time_to_first_token_seconds"]["buckets"]["0.06"] == 1.0
     assert set(s["counters"]) == {*COUNTERS, *SIM_COUNTERS, "requests_received_total"}
     assert s["counters"]["slabench_sim_engine_late_seconds_total"] == pytest.approx(0.2)
-    assert s["counters"]["slabench_sim_loop_late_seconds_total"] == pytest.approx(1.5)
+    assert s["counters"]["slabench_sim_idle_late_seconds_total"] == pytest.approx(1.5)
     assert {
         "time_to_first_token_seconds",
         "inter_token_latency_seconds",
