@@ -116,8 +116,12 @@ def read_run(path: Path) -> MeasuredRun:
     )
     t0 = min(r.sent for r in ok)
     span = max(r.end for r in ok) - t0
+    # An answer with no visible text (a model whose first token was its end) has no first token of its own: its
+    # one token came with the end. It still loaded the server, so it stays in the mix.
+    first = [r.end if r.first_token is None else r.first_token for r in ok]
+    ttft = np.array([f - r.sent for f, r in zip(first, ok, strict=True)])
     figures = {
-        "ttft_p50": type7(np.sort([r.first_token - r.sent for r in ok]), 0.5),
+        "ttft_p50": type7(np.sort(ttft), 0.5),
         "e2e_p50": type7(np.sort([r.end - r.sent for r in ok]), 0.5),
         "throughput_rps": len(ok) / span,
         "output_tokens_per_s": sum(output) / span,
@@ -127,8 +131,10 @@ def read_run(path: Path) -> MeasuredRun:
         int(level),
         mix,
         figures,
-        ttft_s=np.array([r.first_token - r.sent for r in ok]),
-        decode_s_per_token=np.array([(r.end - r.first_token) / max(r.completion_tokens - 1, 1) for r in ok]),
+        ttft_s=ttft,
+        decode_s_per_token=np.array(
+            [(r.end - f) / max(r.completion_tokens - 1, 1) for f, r in zip(first, ok, strict=True)]
+        ),
         after_s=user_gaps(ok),
     )
     run.in_flight = _kv_samples(path, ok)

@@ -121,6 +121,17 @@ def test_a_measured_run_is_read_in_send_order_with_its_figures(tmp_path):
     assert run.after_s[:8] == pytest.approx([0.31] * 8) and list(run.after_s[8:]) == [0.0, 0.0]
 
 
+def test_an_answer_with_no_visible_text_is_read_not_a_traceback(tmp_path):
+    """The live tier's random model sometimes answers with its end token first: usage says 1 token, no content came,
+    so the record has no first token (CI, 2026-12-05: `calibrate --validate` died on it)."""
+    eos_only = record(4, sent=1.2, out=1, first_token=None, chunk_times=(), last_token=None)
+    write(tmp_path, [*(record(i, sent=0.3 * i) for i in range(10) if i != 4), eos_only])
+    run = read_run(tmp_path / "records.jsonl")
+    assert run.requests == 10
+    assert run.ttft_s[4] == pytest.approx(eos_only.end - eos_only.sent) and run.decode_s_per_token[4] == 0
+    assert run.figures["ttft_p50"] == pytest.approx(0.1)
+
+
 def test_a_users_measured_gaps_are_replayed(tmp_path):
     """A closed-loop user that idled between requests (a starved client) offered the server less load: one user,
     0.5 s after each of 40 requests, takes 39 × 0.5 s longer and the requests themselves are no faster or slower."""
