@@ -632,7 +632,8 @@ def _reclaim_after_interim(resp: Any, http: HTTPClient) -> Any:
 class _StallWatch:
     """A stream's stall timeout: no bytes for `limit` seconds. A timer checks every min(limit / 4, 1 s) when bytes
     last came and throws TimeoutError into the reading greenlet, so each read waits on the socket alone: gevent's
-    socket timeout makes, starts and cancels a Timeout around every wait, a tenth of what a streamed token costs."""
+    socket timeout makes, starts and cancels a Timeout around every wait (that, with the recv that fails first, was a
+    quarter to a third of a streamed token's cost)."""
 
     __slots__ = ("_reader", "_timer", "last", "limit")
 

@@ -21,7 +21,7 @@ class EventTooLong(ValueError):
     """A line or an event exceeded the parser's limit (the stream is not an OpenAI-style event stream)."""
 
 
-class SSEEvent(NamedTuple):  # a tuple: made per streamed token, in a third of a frozen dataclass's time
+class SSEEvent(NamedTuple):  # a tuple: made per streamed token, in half a frozen dataclass's time
     data: str
     time: float
     event: str | None = None
