@@ -114,15 +114,14 @@ def read_run(path: Path) -> MeasuredRun:
         max_tokens=max(max(r.max_tokens or 0 for r in ok), max(output)),
         source=str(path),
     )
-    t0 = min(r.sent for r in ok)
-    span = max(r.end for r in ok) - t0
+    sent, end = np.array([r.sent for r in ok]), np.array([r.end for r in ok])
     # An answer with no visible text (a model whose first token was its end) has no first token of its own: its
     # one token came with the end. It still loaded the server, so it stays in the mix.
-    first = [r.end if r.first_token is None else r.first_token for r in ok]
-    ttft = np.array([f - r.sent for f, r in zip(first, ok, strict=True)])
+    first = np.array([r.end if r.first_token is None else r.first_token for r in ok])
+    span = float(end.max() - sent.min())
     figures = {
-        "ttft_p50": type7(np.sort(ttft), 0.5),
-        "e2e_p50": type7(np.sort([r.end - r.sent for r in ok]), 0.5),
+        "ttft_p50": type7(np.sort(first - sent), 0.5),
+        "e2e_p50": type7(np.sort(end - sent), 0.5),
         "throughput_rps": len(ok) / span,
         "output_tokens_per_s": sum(output) / span,
     }
@@ -131,10 +130,8 @@ def read_run(path: Path) -> MeasuredRun:
         int(level),
         mix,
         figures,
-        ttft_s=ttft,
-        decode_s_per_token=np.array(
-            [(r.end - f) / max(r.completion_tokens - 1, 1) for f, r in zip(first, ok, strict=True)]
-        ),
+        ttft_s=first - sent,
+        decode_s_per_token=(end - first) / np.maximum(mix.output_tokens - 1, 1),
         after_s=user_gaps(ok),
     )
     run.in_flight = _kv_samples(path, ok)
