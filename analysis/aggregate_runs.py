@@ -7,7 +7,7 @@ The code is `slabench.analysis`; this script is where a reader of the repository
 
 import sys
 
-from slabench.cli import main
+from slabench.commands.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["aggregate", *sys.argv[1:]]))

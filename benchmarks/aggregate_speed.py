@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from slabench.schema import RECORD, SWEEP_RUN  # noqa: E402 (after the path insert)
+from slabench.core.schema import RECORD, SWEEP_RUN  # noqa: E402 (after the path insert)
 
 WALL0 = 1_700_000_000.0
 
@@ -77,7 +77,7 @@ def generate(root: Path, fmt: str, levels: int, repeats: int, n: int, tokens: in
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from slabench.sinks import ARROW_SCHEMA
+    from slabench.core.sinks import ARROW_SCHEMA
 
     rng = random.Random(1)
     size = 0

@@ -35,15 +35,15 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from slabench import metrics  # noqa: E402
-from slabench.openloop import lateness_summary, per_second  # noqa: E402
+from slabench.core import metrics  # noqa: E402
+from slabench.core.sinks import read_records  # noqa: E402
+from slabench.locust.openloop import lateness_summary, per_second  # noqa: E402
 from slabench.sim.cli import EMBEDDED_NICE  # noqa: E402
-from slabench.sinks import read_records  # noqa: E402
 
 
 def queue_csv(out: Path) -> tuple[Path, str]:
     """The burst queue as a CSV file, and where it came from."""
-    from slabench.errors import UserError
+    from slabench.core.errors import UserError
     from slabench.workload import load_queue, load_settings
     from slabench.workload.queue import build_queue
 

@@ -29,8 +29,8 @@ import gevent  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from slabench.client import StreamingClient, Target, chat_body  # noqa: E402
-from slabench.record import RecordMeta  # noqa: E402
+from slabench.core.client import StreamingClient, Target, chat_body  # noqa: E402
+from slabench.core.record import RecordMeta  # noqa: E402
 
 
 def cpu() -> float:

@@ -25,9 +25,9 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from slabench import metrics  # noqa: E402
-from slabench.record import Outcome  # noqa: E402
-from slabench.sinks import read_records  # noqa: E402
+from slabench.core import metrics  # noqa: E402
+from slabench.core.record import Outcome  # noqa: E402
+from slabench.core.sinks import read_records  # noqa: E402
 
 TTFT, ITL, TOKENS = 0.100, 0.010, 128
 

@@ -43,8 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from slabench.record import Outcome  # noqa: E402
-from slabench.sinks import read_records  # noqa: E402
+from slabench.core.record import Outcome  # noqa: E402
+from slabench.core.sinks import read_records  # noqa: E402
 from tests.live.vllm_server import (  # noqa: E402
     MODEL_NAME,
     VENV_PYTHON,

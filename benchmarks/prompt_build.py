@@ -14,7 +14,7 @@ import argparse
 import statistics
 import time
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.workload import build_item, build_messages, load_queue, load_settings, prompt_tokens
 from slabench.workload.queue import build_queue
 

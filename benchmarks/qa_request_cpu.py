@@ -38,10 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from locustfiles.qa_grading import QAGradingUser  # noqa: E402
-from slabench import metrics  # noqa: E402
-from slabench.client import StreamingClient, Target, chat_body  # noqa: E402
-from slabench.openloop import OpenLoopItem  # noqa: E402
-from slabench.record import RecordMeta  # noqa: E402
+from slabench.core import metrics  # noqa: E402
+from slabench.core.client import StreamingClient, Target, chat_body  # noqa: E402
+from slabench.core.record import RecordMeta  # noqa: E402
+from slabench.locust.openloop import OpenLoopItem  # noqa: E402
 from slabench.sim.grading import user_tag  # noqa: E402
 from slabench.workload import item_ref, load_settings, score_answer  # noqa: E402
 from slabench.workload.queue import build_queue  # noqa: E402

@@ -19,7 +19,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from slabench.sinks import read_records  # noqa: E402
+from slabench.core.sinks import read_records  # noqa: E402
 from tests.locust_run import scrape  # noqa: E402
 
 

@@ -40,8 +40,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from slabench.record import Outcome  # noqa: E402
-from slabench.sinks import read_records  # noqa: E402
+from slabench.core.record import Outcome  # noqa: E402
+from slabench.core.sinks import read_records  # noqa: E402
 
 ROLE_AT, TTFT, SPLIT_GAP = 0.100, 0.150, 0.002
 PROMPT_WORDS = 64  # both clients send prompts of this size: the truth server's work per request is then alike

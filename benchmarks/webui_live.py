@@ -12,7 +12,7 @@ import argparse
 import time
 import tracemalloc
 
-from slabench.record import RequestRecord
+from slabench.core.record import RequestRecord
 from slabench.webui.live import LiveAggregator
 
 

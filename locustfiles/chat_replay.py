@@ -9,10 +9,10 @@ served model's folder; else calibrated from the server's usage as it answers), o
 
 from locust import events, task
 
-from slabench.distributed import fail_at_start
-from slabench.errors import UserError
-from slabench.locust_plugin import LLMUser, install
-from slabench.prompts import FilePrompts, SyntheticPrompts, TokenizerSizer, UsageSizer
+from slabench.core.errors import UserError
+from slabench.core.prompts import FilePrompts, SyntheticPrompts, TokenizerSizer, UsageSizer
+from slabench.locust.distributed import fail_at_start
+from slabench.locust.plugin import LLMUser, install
 
 install()
 
@@ -25,7 +25,7 @@ def prompt_source(environment):
         if o.prompts:
             source = FilePrompts(o.prompts)
         elif getattr(o, "tokenizer", ""):
-            from slabench.tokens import ChatTokenizer
+            from slabench.core.tokens import ChatTokenizer
 
             source = SyntheticPrompts(o.prompt_tokens, TokenizerSizer(ChatTokenizer(o.tokenizer)))
         else:

@@ -24,10 +24,10 @@ import random
 from locust import events, task
 from locust.runners import WorkerRunner
 
-from slabench.distributed import fail_at_start
-from slabench.errors import UserError
-from slabench.locust_plugin import LLMUser, install
-from slabench.openloop import current_item, current_prepared
+from slabench.core.errors import UserError
+from slabench.locust.distributed import fail_at_start
+from slabench.locust.openloop import current_item, current_prepared
+from slabench.locust.plugin import LLMUser, install
 from slabench.sim.grading import user_tag
 from slabench.workload import (
     build_messages,
@@ -184,7 +184,7 @@ def token_scale(environment):
         if getattr(o, "qa_resize", "off") == "off":
             scale = AsBuilt()
         elif getattr(o, "tokenizer", ""):
-            from slabench.tokens import ChatTokenizer
+            from slabench.core.tokens import ChatTokenizer
 
             scale = TokenizerScale(ChatTokenizer(o.tokenizer), load_golden(o.dataset_dir))
         else:

@@ -1,5 +1,5 @@
 import sys
 
-from slabench.cli import main
+from slabench.commands.cli import main
 
 sys.exit(main())

@@ -7,8 +7,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from slabench.record import ErrorCategory, Outcome, RequestRecord
-from slabench.schema import SWEEP_RUN
+from slabench.core.record import ErrorCategory, Outcome, RequestRecord
+from slabench.core.schema import SWEEP_RUN
 
 WALL0 = 1_700_000_000.0
 _SEQ = itertools.count()

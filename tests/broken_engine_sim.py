@@ -2,7 +2,7 @@
 
 import sys
 
-from slabench import cli
+from slabench.commands import cli
 from slabench.sim import cli as sim_cli
 from slabench.sim.engine import FixedLatencyEngine
 

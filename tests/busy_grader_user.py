@@ -8,7 +8,7 @@ import time
 
 from locust import task
 
-from slabench.locust_plugin import LLMUser, install
+from slabench.locust.plugin import LLMUser, install
 
 install()
 

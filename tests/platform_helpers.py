@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from slabench import yamlio
+from slabench.core import yamlio
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVING = ROOT / "helm" / "vllm-serving"
@@ -114,7 +114,7 @@ def slabench_results_shim(bin_dir: Path) -> Path:
         f"#!{sys.executable}\n"
         "import sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from slabench.cli import main\n"
+        "from slabench.commands.cli import main\n"
         "sys.exit(main())\n"
     )
     shim.chmod(0o755)

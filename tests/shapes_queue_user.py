@@ -8,8 +8,8 @@ from typing import Any
 
 from locust import task
 
-from slabench.locust_plugin import LLMUser, install
-from slabench.openloop import OpenLoopItem, current_item, current_prepared, item_meta
+from slabench.locust.openloop import OpenLoopItem, current_item, current_prepared, item_meta
+from slabench.locust.plugin import LLMUser, install
 
 install()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from slabench import cli
-from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.commands import cli
+from slabench.core.record import ErrorCategory, Outcome, RequestRecord
 from slabench.sla.contract import Contract
 from slabench.sla.cost import ReplicaPrice, replica_price
 from slabench.sla.estimates import Estimate, Level, LevelEstimates
@@ -93,7 +93,7 @@ def record(
 
 
 def slabench_cli(monkeypatch: Any) -> Any:
-    """`slabench` main with the `grade` command registered (until the lead wires it into slabench/cli.py)."""
+    """`slabench` main with the `grade` command registered (until the lead wires it into slabench/commands/cli.py)."""
     if "grade" not in cli.COMMANDS:
-        monkeypatch.setitem(cli.COMMANDS, "grade", "slabench.grade_cli")
+        monkeypatch.setitem(cli.COMMANDS, "grade", "slabench.commands.grade")
     return cli.main

@@ -6,7 +6,7 @@ import json
 import random
 from pathlib import Path
 
-from slabench.prompts import synthetic_text
+from slabench.core.prompts import synthetic_text
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = (

@@ -16,7 +16,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from slabench.cli import main
+from slabench.commands.cli import main
 from tests.moto_server import MotoServer
 
 REPO = Path(__file__).resolve().parents[1]

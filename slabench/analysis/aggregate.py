@@ -49,10 +49,10 @@ from slabench.analysis.summary import (
     load_summary,
     summary_json,
 )
-from slabench.errors import UserError
-from slabench.record import StageUnit
-from slabench.run_status import run_evidence
-from slabench.schema import SWEEP, SWEEP_RUN
+from slabench.core.errors import UserError
+from slabench.core.record import StageUnit
+from slabench.core.schema import SWEEP, SWEEP_RUN
+from slabench.evidence.run_status import run_evidence
 
 __all__ = ["SweepSummary", "aggregate", "load_summary", "require_ci", "summary_json"]
 

@@ -1,6 +1,6 @@
 """Records → per-request numpy arrays, fast enough for hundreds of thousands of records.
 
-The per-request definitions are `slabench.metrics`' (TTFT = first_token − sent, or − scheduled in open loop;
+The per-request definitions are `slabench.core.metrics`' (TTFT = first_token − sent, or − scheduled in open loop;
 E2E = end − sent; TPOT = (last_token − first_token) / (completion_tokens − 1); ITL = chunk gaps spread over the
 tokens each chunk carried).
 Building a `RequestRecord` per row and calling those functions costs ~40 µs a record; here the same formulas run
@@ -20,10 +20,10 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 from numpy.typing import NDArray
 
-from slabench.errors import UserError
-from slabench.record import RequestRecord, StageUnit
-from slabench.schema import RECORD
-from slabench.sinks import ARROW_SCHEMA, read_parquet, read_records
+from slabench.core.errors import UserError
+from slabench.core.record import RequestRecord, StageUnit
+from slabench.core.schema import RECORD
+from slabench.core.sinks import ARROW_SCHEMA, read_parquet, read_records
 
 COLUMNS = [
     "run_id",
@@ -53,7 +53,7 @@ COLUMNS = [
     "autofail_fn",
     "pass_agree",
 ]
-# Read beside COLUMNS only to check what the rows are (slabench.schema): never used for figures.
+# Read beside COLUMNS only to check what the rows are (slabench.core.schema): never used for figures.
 CHECK_COLUMNS = ["request_id", "kind", "schema_version", "schema_minor"]
 # A record's times only move forward (one process's monotonic clock), and counts are never negative: a row that says
 # otherwise was edited or written by something else, and would give negative latencies.
@@ -194,7 +194,7 @@ def _list_parts(col: pa.ChunkedArray) -> ListParts:
 
 def itl_arrays(chunk_times: pa.ChunkedArray, chunk_tokens: pa.ChunkedArray) -> tuple[Floats, Floats]:
     """(one ITL value per token over all rows, mean ITL per row with NaN where a row has no gap): the column-wise
-    form of `slabench.metrics.itl` / `mean_itl`."""
+    form of `slabench.core.metrics.itl` / `mean_itl`."""
     return itl_from_parts(_list_parts(chunk_times), _list_parts(chunk_tokens))
 
 
@@ -302,7 +302,8 @@ def wall_offsets(worker: NDArray[np.object_], wall: Floats, sent: Floats) -> Flo
 
 def request_times(table: pa.Table) -> dict[str, Floats]:
     """Per row, in seconds, NaN where a row has no value: `ttft` (what the user waited: from `scheduled` in open
-    loop, else from `sent`), `ttft_sent`, `e2e`, `tpot`, `lateness` — the column-wise form of `slabench.metrics`."""
+    loop, else from `sent`), `ttft_sent`, `e2e`, `tpot`, `lateness` — the column-wise form of
+    `slabench.core.metrics`."""
     sent, end, scheduled = _f64(table.column("sent")), _f64(table.column("end")), _f64(table.column("scheduled"))
     first, last = _f64(table.column("first_token")), _f64(table.column("last_token"))
     completion = _f64(table.column("completion_tokens"))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slabench.analysis.columns import itl_arrays, read_table, request_times
-from slabench.sinks import ARROW_SCHEMA
+from slabench.core.sinks import ARROW_SCHEMA
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -19,8 +19,8 @@ from rich.table import Table
 
 from slabench.analysis.aggregate import METHOD
 from slabench.analysis.summary import Estimate, SweepSummary, summary_json
-from slabench.extras import missing
-from slabench.run_status import MeasurementPolicy, saturation_reasons
+from slabench.core.extras import missing
+from slabench.evidence.run_status import MeasurementPolicy, saturation_reasons
 
 LOW = "†"
 # (metric key, column title, unit): unit "ms" shows seconds as milliseconds, "%" shows a ratio as a percentage.

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from slabench.crosscheck import crosscheck
-from slabench.scrape import read_scrapes, series
-from slabench.sinks import read_records
+from slabench.core.sinks import read_records
+from slabench.evidence.crosscheck import crosscheck
+from slabench.evidence.scrape import read_scrapes, series
 
 
 def _runs(summary: Any) -> list[tuple[int, int, Path]]:

@@ -1,8 +1,8 @@
 """The one typed schema of `summary.json`: per level, per metric, an `Estimate` — written by the aggregator, read by
 the grader, the report and the capacity answer. Strict pydantic models; the JSON Schema is published in
-docs/summary.schema.json (`slabench.published_schemas`).
+docs/summary.schema.json (`slabench.commands.published_schemas`).
 
-Versions follow `slabench.schema` (`SUMMARY`): another kind or major version is refused with one line; a newer
+Versions follow `slabench.core.schema` (`SUMMARY`): another kind or major version is refused with one line; a newer
 minor version only adds fields, which this reader ignores.
 """
 
@@ -17,9 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
-from slabench.errors import UserError
-from slabench.run_status import Saturation
-from slabench.schema import SUMMARY
+from slabench.core.errors import UserError
+from slabench.core.schema import SUMMARY
+from slabench.evidence.run_status import Saturation
 
 KIND = SUMMARY.kind
 SCHEMA_VERSION = SUMMARY.major

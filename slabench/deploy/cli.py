@@ -13,6 +13,7 @@ import re
 import sys
 from pathlib import Path
 
+from slabench.core.errors import UserError
 from slabench.deploy.plan import (
     DeployPlan,
     check_plan,
@@ -20,7 +21,6 @@ from slabench.deploy.plan import (
     parse_results_url,
     parse_weights_url,
 )
-from slabench.errors import UserError
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
 

@@ -1,6 +1,6 @@
 """Deploy failures that are not the user's input: the platform produced no verdict."""
 
-from slabench.errors import ExitCode, UserError
+from slabench.core.errors import ExitCode, UserError
 
 
 class DeployFailed(UserError):

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from slabench.core.errors import UserError
 from slabench.deploy.errors import DeployFailed
 from slabench.deploy.kube import READINESS_GATE_LABEL, READINESS_GATE_PREFIX, Kube, exit_code_of
 from slabench.deploy.manifests import PSS_LABEL, PSS_LEVELS, Rendered, alb_target, pod_security_level, target_host
 from slabench.deploy.plan import DeployPlan, locust_values, serving_values
-from slabench.errors import UserError
 
 Fetch = Callable[[Any, Path], list[Path]]
 LOG_TAIL_LINES = 40

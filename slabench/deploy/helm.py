@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from slabench.core.errors import UserError
+from slabench.core.extras import require
 from slabench.deploy.errors import DeployFailed
-from slabench.errors import UserError
-from slabench.extras import require
 
 
 class Helm:

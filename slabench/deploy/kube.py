@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slabench.core.extras import require
 from slabench.deploy.errors import DeployFailed
-from slabench.extras import require
 
 # The AWS Load Balancer Controller injects ALB target-health readiness gates into pods of namespaces with this label.
 READINESS_GATE_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slabench import yamlio
+from slabench.core import yamlio
+from slabench.core.errors import UserError
 from slabench.deploy.errors import DeployFailed
-from slabench.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slabench import yamlio
-from slabench.errors import UserError
-from slabench.files import read_text
+from slabench.core import yamlio
+from slabench.core.errors import UserError
+from slabench.core.files import read_text
 from slabench.weights.s3 import S3Url, parse_s3_url
 
 SERVING_CHART = "vllm-serving"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.weights.s3 import S3Url, describe_error, make_client
 
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from jsonschema import Draft7Validator
 
-from slabench import yamlio
-from slabench.errors import UserError
+from slabench.core import yamlio
+from slabench.core.errors import UserError
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
 # (apiVersion, kind) -> schema file in SCHEMA_DIR

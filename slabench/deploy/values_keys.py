@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from slabench import yamlio
+from slabench.core import yamlio
 
 OPEN = "*"
 

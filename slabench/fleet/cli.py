@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.fleet import miggate
 from slabench.fleet.facts import load_facts
 from slabench.fleet.image import FLEET_IMAGE, FLEET_IMAGE_ARCH_LIST, FLEET_IMAGE_CUDA, ImageSpec, image_problems

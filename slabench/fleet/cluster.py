@@ -8,8 +8,8 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 
-from slabench.errors import UserError
-from slabench.extras import require
+from slabench.core.errors import UserError
+from slabench.core.extras import require
 from slabench.fleet.facts import FleetFacts, gpu_for_product, instance_gpu
 from slabench.fleet.rules import Finding, NodeFacts, Severity
 from slabench.fleet.versions import ComputeCapability, DriverVersion

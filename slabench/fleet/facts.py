@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 
-from slabench.config import StrictModel, load_model
+from slabench.core.config import StrictModel, load_model
 from slabench.fleet.versions import ComputeCapability, CudaVersion, DriverVersion
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 
-from slabench.config import StrictModel, load_model, load_yaml
-from slabench.errors import UserError
+from slabench.core.config import StrictModel, load_model, load_yaml
+from slabench.core.errors import UserError
 from slabench.fleet.facts import FleetFacts, instance_gpu, unknown_instance_hint
 from slabench.fleet.rules import NodeFacts
 from slabench.fleet.versions import CudaVersion, DriverVersion, parse_arch_list

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.plan.replay import replay, type7
 from slabench.plan.workload import Mix, PlannedLoad
 from slabench.sim.profiles import EngineConfig, EngineOptions, GpuProfile, ModelProfile, StepTime
@@ -76,7 +76,7 @@ def read_runs(paths: list[str | Path]) -> list[MeasuredRun]:
 
 
 def read_run(path: Path) -> MeasuredRun:
-    from slabench.sinks import read_records
+    from slabench.core.sinks import read_records
 
     records = read_records(path)
     ok = sorted(
@@ -141,7 +141,7 @@ def read_run(path: Path) -> MeasuredRun:
 def measurement_doubts(runs: list[MeasuredRun]) -> list[str]:
     """Runs whose own status says their times measure the machine too (a starved load generator, a lost worker):
     a fit to them learns that machine as well as the server."""
-    from slabench.run_status import MeasurementPolicy, run_evidence, saturation_reasons
+    from slabench.evidence.run_status import MeasurementPolicy, run_evidence, saturation_reasons
 
     out = []
     for run in runs:
@@ -172,7 +172,7 @@ def _kv_samples(path: Path, ok) -> list[tuple[float, float, list[tuple[float, in
     metrics = path.parent / "server_metrics.jsonl"
     if not metrics.exists():
         return []
-    from slabench.scrape import read_scrapes
+    from slabench.evidence.scrape import read_scrapes
 
     anchor = next((r for r in ok if r.wall_sent is not None), None)
     if anchor is None:

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -16,8 +16,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from slabench.errors import ExitCode, UserError
-from slabench.extras import missing
+from slabench.core.errors import ExitCode, UserError
+from slabench.core.extras import missing
 from slabench.plan.workload import LOADS
 
 DEFAULT_CONTRACT = Path(__file__).resolve().parents[2] / "sla" / "config_sla_example.yaml"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.sim.profiles import GpuProfile
 from slabench.sla.cost import DeploymentError, ReplicaPrice, replica_price
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.plan.checks import Check, Judged, binding, judge
 from slabench.plan.replay import Prediction, replay
 from slabench.plan.workload import PlannedLoad

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.sim.engine import SimRequest
 
 LOADS = ("burst", "gamma", "queue", "rate", "diurnal", "steps")
@@ -108,7 +108,7 @@ def call_mix(
     calls: Sequence[tuple[str, int, float, int, str]], task: str, source: str, fingerprint: bytes, workers: int = 2
 ) -> Mix:
     """Lengths of the workload calls (account, seed, offset, index, kind), from the cache when it has them."""
-    from slabench.tokens import estimate_tokens
+    from slabench.core.tokens import estimate_tokens
     from slabench.workload import load_settings, system_prompt
     from slabench.workload.dataset import GENERATOR_VERSION, settings_fingerprint
 
@@ -175,8 +175,8 @@ def dataset_load(dataset_dir: str | Path, kind: str, task: str, workers: int = 2
 
 
 def read_queue(path: str | Path):
-    """The queue file's rows (`slabench.queue`), errors naming --queue."""
-    from slabench.queue import read_queue_file
+    """The queue file's rows (`slabench.core.queue`), errors naming --queue."""
+    from slabench.core.queue import read_queue_file
 
     try:
         return read_queue_file(path)

@@ -23,12 +23,12 @@ from typing import Any, ClassVar
 from locust import LoadTestShape, TaskSet, events
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
-from slabench.distributed import fail_at_start
-from slabench.errors import UserError
-from slabench.locust_plugin import LLMUser, refresh_loop_clock
-from slabench.locust_plugin import install as install_plugin
-from slabench.openloop import Dispatcher, OpenLoopItem, item_meta, merge_reports, summary_line
-from slabench.record import ErrorCategory, RequestRecord, StageUnit, stage_fields
+from slabench.core.errors import UserError
+from slabench.core.record import ErrorCategory, RequestRecord, StageUnit, stage_fields
+from slabench.locust.distributed import fail_at_start
+from slabench.locust.openloop import Dispatcher, OpenLoopItem, item_meta, merge_reports, summary_line
+from slabench.locust.plugin import LLMUser, refresh_loop_clock
+from slabench.locust.plugin import install as install_plugin
 from slabench.shapes.schedules import Span, partition, span_at
 
 log = logging.getLogger("slabench")

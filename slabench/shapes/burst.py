@@ -4,7 +4,8 @@
     locust -f locustfiles/chat_replay.py,shapes/burst.py --headless --burst-queue q.csv  # any sorted queue file
     ... --burst-time-scale 10        # 10× faster over every 10th item: the same request rate, 1/10 of the time
 
-Open loop (slabench/openloop.py): with N workers the queue is split so every item is sent exactly once, against one
+Open loop (slabench/locust/openloop.py): with N workers the queue is split so every item is sent exactly once, against
+one
 start time. Each record carries `scheduled` and `sent` (lateness = sent − scheduled), the item id and account, and
 stage_repeat = --burst-repeat, stage_phase = "hold".
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slabench.queue import read_queue_file
+from slabench.core.queue import read_queue_file
 from slabench.shapes.base import OpenLoopShape, Plan, install, open_loop_user_class, opt_float, opt_int
 from slabench.shapes.items import burst_items
 from slabench.shapes.schedules import Span, check_int, check_positive

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slabench.record import StageUnit
+from slabench.core.record import StageUnit
 from slabench.shapes.base import OpenLoopShape, Plan, install, open_loop_user_class, opt_float, opt_int
 from slabench.shapes.items import arrival_items
 from slabench.shapes.schedules import OFFICE_DAY, Diurnal, parse_curve

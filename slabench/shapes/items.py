@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from slabench.openloop import OpenLoopItem
-from slabench.queue import QueueItem
-from slabench.record import StageUnit, stage_fields
+from slabench.core.queue import QueueItem
+from slabench.core.record import StageUnit, stage_fields
+from slabench.locust.openloop import OpenLoopItem
 from slabench.shapes.schedules import Arrival, check_positive, stride_indices
 
 

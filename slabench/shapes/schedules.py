@@ -14,7 +14,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 
 PHASES = ("warmup", "hold", "cooldown", "idle")
 REPEAT_ORDERS = ("sweep", "level")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slabench.record import StageUnit
+from slabench.core.record import StageUnit
 from slabench.shapes.base import ClosedLoopShape, Plan, install, opt_float, opt_int
 from slabench.shapes.schedules import parse_levels, plan_end, step_plan
 

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 
 
 def add_sim_options(p: argparse.ArgumentParser, prefix: str = "") -> None:

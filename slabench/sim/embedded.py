@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.sim.cli import EMBEDDED_NICE
 
 LISTENING = "slabench simulator listening on "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 
 KINDS = ("http_500", "http_503", "http_429", "reset", "stall", "malformed", "no_usage", "slow_start")
 HEADER = b"x-slabench-fault"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-from slabench.errors import UserError
-from slabench.tokens import split_tokens
+from slabench.core.errors import UserError
+from slabench.core.tokens import split_tokens
 
 USER_TAG = "slabench"
 

@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
-from slabench.config import StrictModel, load_model, load_yaml, validate_data
-from slabench.errors import UserError
+from slabench.core.config import StrictModel, load_model, load_yaml, validate_data
+from slabench.core.errors import UserError
 
 MiB = 1024**2
 GiB = 1024**3

@@ -27,12 +27,12 @@ import gevent.server
 import h11
 from gevent import monkey
 
+from slabench.core.tokens import estimate_tokens
+from slabench.evidence.starvation import StarvationMeter
 from slabench.sim.engine import Emission, Engine, SimRequest
 from slabench.sim.faults import HEADER as FAULT_HEADER
 from slabench.sim.faults import Fault, FaultPlan
 from slabench.sim.metrics import SimMetrics
-from slabench.starvation import StarvationMeter
-from slabench.tokens import estimate_tokens
 
 _WORDS = (
     "the",

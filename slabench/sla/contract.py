@@ -15,10 +15,10 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StringConstraints, create_model, model_validator
 
-from slabench.config import StrictModel, load_model, load_yaml
-from slabench.errors import UserError
-from slabench.record import StageUnit
-from slabench.run_status import MeasurementPolicy
+from slabench.core.config import StrictModel, load_model, load_yaml
+from slabench.core.errors import UserError
+from slabench.core.record import StageUnit
+from slabench.evidence.run_status import MeasurementPolicy
 from slabench.sla.cost import DeploymentError, ReplicaPrice, replica_price
 from slabench.sla.estimates import Level, LevelEstimates
 from slabench.sla.prices import DEFAULT_PRICES, PriceTable, load_prices
@@ -277,7 +277,7 @@ def json_schema() -> dict[str, Any]:
 
 
 # -- loading -----------------------------------------------------------------------------------------------------
-_Lines = dict[tuple[Any, ...], int]  # YAML path → line (slabench.yamlio)
+_Lines = dict[tuple[Any, ...], int]  # YAML path → line (slabench.core.yamlio)
 
 
 def _where(path: Path, lines: _Lines, loc: tuple[str, ...]) -> str:

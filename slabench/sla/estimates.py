@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slabench.analysis.summary import Estimate, SweepSummary
-from slabench.errors import UserError
-from slabench.record import StageUnit
+from slabench.core.errors import UserError
+from slabench.core.record import StageUnit
 
 __all__ = ["Estimate", "Level", "LevelEstimates", "levels_from_summary", "with_metrics"]
 

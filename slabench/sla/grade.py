@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from slabench.schema import VERDICT
+from slabench.core.schema import VERDICT
 from slabench.sla.capacity import CapacityReport, capacity_report
 from slabench.sla.contract import CheckSpec, Contract
 from slabench.sla.cost import CostLine, ReplicaPrice, cost_lines

@@ -18,9 +18,9 @@ from pathlib import Path
 from slabench.analysis.aggregate import aggregate, sweep_runs
 from slabench.analysis.columns import read_table
 from slabench.analysis.summary import SweepSummary, load_summary
-from slabench.errors import ExitCode, UserError
-from slabench.provenance import instance_type_warning
-from slabench.run_status import Saturation, run_evidence, saturation_reasons
+from slabench.core.errors import ExitCode, UserError
+from slabench.evidence.provenance import instance_type_warning
+from slabench.evidence.run_status import Saturation, run_evidence, saturation_reasons
 from slabench.sla.contract import LoadedContract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
 from slabench.sla.grade import EXIT_CODES, Verdict, grade
@@ -127,14 +127,14 @@ def grade_run_dir(
     if instance_type:
         loaded = loaded.with_instance_type(instance_type)
     verdict = grade_input(loaded, read_run(run_dir, merge_runs=merge_runs))
-    # The run's recorded hardware (slabench.provenance) against the contract's.
+    # The run's recorded hardware (slabench.evidence.provenance) against the contract's.
     warning = instance_type_warning(loaded.contract.deployment.instance_type, run_dir)
     return replace(verdict, notes=[*verdict.notes, warning]) if warning else verdict
 
 
 def exit_code(verdict: Verdict) -> int:
     """0 PASS, 1 CONDITIONAL, 2 FAIL; 4 when the evidence is incomplete, whatever the checks said (3 is for invalid
-    input, raised as UserError). See `slabench.errors.ExitCode`."""
+    input, raised as UserError). See `slabench.core.errors.ExitCode`."""
     return ExitCode.INCOMPLETE if verdict.incomplete else EXIT_CODES[verdict.status]
 
 

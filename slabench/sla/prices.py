@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from slabench.config import StrictModel, load_model
+from slabench.core.config import StrictModel, load_model
 
 DEFAULT_PRICES = Path(__file__).with_name("instance_prices.yaml")
 

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from slabench.analysis.aggregate import estimate
 from slabench.analysis.columns import EXCLUDED_PHASES, run_arrays, table_from_records
 from slabench.analysis.figures import metric_values
-from slabench.record import RequestRecord
+from slabench.core.record import RequestRecord
 from slabench.sla.estimates import Level, LevelEstimates
 
 

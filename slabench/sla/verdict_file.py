@@ -1,7 +1,7 @@
 """The typed schema of `verdict.json`, built from the grader's own types (`CheckResult`, `ReplicaPrice`,
 `CapacityReport`, the summary's `Estimate`), so there is one definition of each part. Every verdict is validated
 against it as it is written (`verdict_document`): the file, this model and the published JSON Schema
-(docs/verdict.schema.json) cannot drift apart. `load_verdict` reads one back. Versions follow `slabench.schema`
+(docs/verdict.schema.json) cannot drift apart. `load_verdict` reads one back. Versions follow `slabench.core.schema`
 (`VERDICT`): another kind or major version is refused with one line; a newer minor only adds fields."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from slabench.analysis.summary import Estimate
-from slabench.errors import UserError
-from slabench.schema import VERDICT
+from slabench.core.errors import UserError
+from slabench.core.schema import VERDICT
 from slabench.sla.capacity import CapacityReport
 from slabench.sla.cost import ReplicaPrice
 from slabench.sla.grade import CheckResult, Status, Verdict

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from slabench.errors import UserError
-from slabench.files import check_output
+from slabench.core.errors import UserError
+from slabench.core.files import check_output
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -89,7 +89,7 @@ def _config_diff(old: dict, new: dict) -> list[str]:
 
 
 def _resume_dir(cfg, resume: str) -> Path:
-    from slabench.schema import SWEEP
+    from slabench.core.schema import SWEEP
     from slabench.sweep.runner import read_json
 
     base = Path(cfg.output_dir)
@@ -123,7 +123,7 @@ def _new_dir(cfg, sweep_id: str | None) -> Path:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from slabench.schema import SWEEP
+    from slabench.core.schema import SWEEP
     from slabench.sweep.config import load_sweep
     from slabench.sweep.runner import SweepRunner, read_json
 
@@ -228,7 +228,7 @@ def _report(
 
 
 def run_aggregate(args: argparse.Namespace) -> int:
-    from slabench.schema import SWEEP
+    from slabench.core.schema import SWEEP
     from slabench.sweep.config import Analysis
     from slabench.sweep.runner import read_json
 

@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator, model_validator
 
-from slabench.config import StrictModel, load_model, load_yaml
-from slabench.errors import UserError
+from slabench.core.config import StrictModel, load_model, load_yaml
+from slabench.core.errors import UserError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _OPTION = re.compile(r"^[a-z][a-z0-9-]*$")

@@ -17,7 +17,7 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
-from slabench.record import StageUnit, stage_fields
+from slabench.core.record import StageUnit, stage_fields
 
 POLL_S = 0.1
 

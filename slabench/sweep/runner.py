@@ -39,9 +39,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from slabench import provenance
-from slabench.errors import ExitCode, UserError
-from slabench.schema import SWEEP, SWEEP_RUN, FileSchema
+from slabench.core.errors import ExitCode, UserError
+from slabench.core.schema import SWEEP, SWEEP_RUN, FileSchema
+from slabench.evidence import provenance
 from slabench.sim.cli import sim_args_to_argv
 from slabench.sim.embedded import EmbeddedSimulator
 from slabench.sweep.config import SweepConfig
@@ -114,7 +114,7 @@ def write_json(path: Path, data: dict) -> None:
 
 def read_json(path: Path, schema: FileSchema) -> dict | None:
     """A sweep.json or manifest.json; None when missing or unreadable (the run is then redone), an error when it is
-    of another kind or version (slabench.schema): never guess what another version's fields mean."""
+    of another kind or version (slabench.core.schema): never guess what another version's fields mean."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -203,7 +203,7 @@ def count_records(path: Path) -> tuple[int, int]:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        from slabench.sinks import ARROW_SCHEMA
+        from slabench.core.sinks import ARROW_SCHEMA
 
         col = pq.read_table(path, columns=["error_category"], schema=ARROW_SCHEMA).column("error_category")
         return len(col), col.to_pylist().count("connect")

@@ -2,7 +2,7 @@
 every clock reading is passed in, nothing here does I/O or knows Locust.
 
 Definitions (the same as `sla.single_run`, so the live figures and the final verdict speak one language):
-- latencies (TTFT = first_token − sent, ITL per token, TPOT, E2E) from `slabench.metrics` (ITL through the
+- latencies (TTFT = first_token − sent, ITL per token, TPOT, E2E) from `slabench.core.metrics` (ITL through the
   aggregator's own column-wise formula, `slabench.analysis.columns.record_itl`), over `ok` records;
   percentiles are type 7 (numpy ``linear``); ITL percentiles pool every token gap;
 - lateness (sent − scheduled) over every record that has both, whatever its outcome (open loop only);
@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from slabench import metrics
 from slabench.analysis.columns import record_itl
-from slabench.record import Outcome, RequestRecord, StageUnit
+from slabench.core import metrics
+from slabench.core.record import Outcome, RequestRecord, StageUnit
 from slabench.webui.quantiles import Quantiles
 
 SCHEMA_VERSION = 1

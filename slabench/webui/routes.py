@@ -7,12 +7,12 @@ What it adds, with Locust's supported extension points (`environment.web_ui.app`
   self-contained: inline JS and SVG, no CDN) in a frame that `static/embed.js` places while the tab is open;
 - ``<base>/slabench/``: the charts page on its own; ``live.json``: the snapshot (+ new chart points since ``?since=``);
   ``records.jsonl``: the records that have reached the master so far;
-- the server's queue depth / running requests / KV usage, from the scrapes `slabench.locust_scrape` writes beside
+- the server's queue depth / running requests / KV usage, from the scrapes `slabench.locust.scrape` writes beside
   the records (its poller process; nothing scrapes inside this event loop);
-- with ``--sla FILE`` (`slabench.locust_sla`), each check's provisional status, regraded from the records so far.
+- with ``--sla FILE`` (`slabench.locust.sla`), each check's provisional status, regraded from the records so far.
 
 Records arrive through the record store's `listeners` (every record stored on the master or local runner: shipped
-by workers, made locally, or lost with a worker). `install()` must run after `slabench.locust_plugin.install()`, so
+by workers, made locally, or lost with a worker). `install()` must run after `slabench.locust.plugin.install()`, so
 the hub exists when this `init` listener runs.
 """
 
@@ -31,12 +31,12 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
-from slabench.client import parse_base_url
-from slabench.errors import UserError
-from slabench.jsonl import json_line
-from slabench.record import RequestRecord
-from slabench.run_status import MeasurementPolicy, saturation_reasons
-from slabench.sinks import check_records_path
+from slabench.core.client import parse_base_url
+from slabench.core.errors import UserError
+from slabench.core.jsonl import json_line
+from slabench.core.record import RequestRecord
+from slabench.core.sinks import check_records_path
+from slabench.evidence.run_status import MeasurementPolicy, saturation_reasons
 from slabench.webui import server_metrics, tab
 from slabench.webui.live import DEFAULT_WINDOW_S, LiveAggregator, Series, series_point, stage_view
 
@@ -133,7 +133,7 @@ class LiveView:
         return self.hub.store.path
 
     def server(self) -> dict[str, Any] | None:
-        """The latest scrape of the run's poller (`slabench.locust_scrape`), or None when none runs for this run."""
+        """The latest scrape of the run's poller (`slabench.locust.scrape`), or None when none runs for this run."""
         poller = getattr(self.env, "slabench_scrape", None)
         if poller is not None:
             self._scrape_file = Path(poller.out)
@@ -142,7 +142,7 @@ class LiveView:
         return server_metrics.reading(server_metrics.last_line(self._scrape_file), str(self._scrape_file))
 
     def sla_hook(self) -> Any:
-        return getattr(self.env, "slabench_sla", None)  # set by slabench.locust_sla when --sla is given
+        return getattr(self.env, "slabench_sla", None)  # set by slabench.locust.sla when --sla is given
 
     # -- the loops -----------------------------------------------------------------------------------------------
     def _sample_loop(self) -> None:
@@ -170,7 +170,7 @@ class LiveView:
         hook, path = self.sla_hook(), self.records_path()
         if hook is None or path is None:
             return 0.0
-        from slabench.sinks import read_records
+        from slabench.core.sinks import read_records
         from slabench.webui.sla_live import provisional_status
 
         t0 = time.monotonic()
@@ -229,7 +229,7 @@ class LiveView:
         if path.is_dir():  # a Parquet run: its finished parts, as JSON lines
             import pyarrow.parquet as pq
 
-            from slabench.sinks import ARROW_SCHEMA
+            from slabench.core.sinks import ARROW_SCHEMA
 
             for part in sorted(path.glob("part-*.parquet")):
                 for row in pq.read_table(part, schema=ARROW_SCHEMA).to_pylist():
@@ -393,7 +393,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
 
 
 def install(hooks: Any = events) -> None:
-    """Register the live view on Locust's event hooks (idempotent, like `slabench.locust_plugin.install`)."""
+    """Register the live view on Locust's event hooks (idempotent, like `slabench.locust.plugin.install`)."""
     if getattr(hooks, "_slabench_webui_installed", False):
         return
     hooks._slabench_webui_installed = True

@@ -1,5 +1,5 @@
 """The server's own view for the live tab — queue depth, running requests, KV-cache usage — read from the latest line
-of the `server_metrics.jsonl` that `slabench.locust_scrape`'s poller process appends to beside the records (one
+of the `server_metrics.jsonl` that `slabench.locust.scrape`'s poller process appends to beside the records (one
 scrape a second, vLLM names). Reading a line is cheap; scraping and parsing `/metrics` inside Locust's event loop is
 not (~10 ms a time, which would delay the timestamps of stream chunks arriving meanwhile), hence no poller here.
 """
@@ -33,7 +33,7 @@ def last_line(path: Path) -> dict[str, Any] | None:
 
 
 def reading(row: dict[str, Any] | None, source: str) -> dict[str, Any]:
-    """The tab's server figures from one scrape line (`slabench.scrape` format): gauges summed over engines, KV
+    """The tab's server figures from one scrape line (`slabench.evidence.scrape` format): gauges summed over engines, KV
     usage averaged (as the poller records them). A gauge the server did not expose is None."""
     if row is None:
         return {"source": source, "at": None, "error": "no scrape yet"}

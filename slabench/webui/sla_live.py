@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from slabench.record import RequestRecord
+from slabench.core.record import RequestRecord
 
 
 def provisional_status(loaded: Any, records: Sequence[RequestRecord], unstaged_level: Any = None) -> dict[str, Any]:

@@ -201,7 +201,7 @@ def run_hydrate(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from slabench.errors import UserError
+    from slabench.core.errors import UserError
     from slabench.weights.s3 import make_client
     from slabench.weights.status import compare_with_s3, find_caches, list_published, local_status
 

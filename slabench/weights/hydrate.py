@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.weights import local
 from slabench.weights.manifest import MANIFEST_NAME, FileEntry, Manifest, digest, hash_file, parse_manifest
 from slabench.weights.progress import Progress

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 
 MANIFEST_NAME = ".slabench-manifest.json"
 SCHEMA_VERSION = 1

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from slabench.errors import UserError
-from slabench.extras import require
+from slabench.core.errors import UserError
+from slabench.core.extras import require
 
 # S3 bucket naming rules (general purpose buckets): 3-63 chars, lowercase letters, digits, dots, hyphens.
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")

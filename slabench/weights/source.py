@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.weights.manifest import MANIFEST_NAME, RESERVED, check_relpath
 
 # Bookkeeping directories that are never part of a model (git metadata, huggingface_hub's local_dir cache).

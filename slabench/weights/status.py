@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.weights import local
 from slabench.weights.manifest import MANIFEST_NAME, digest, hash_file, parse_manifest
 from slabench.weights.s3 import S3Url, describe_error, get_bytes, parse_s3_url

@@ -19,7 +19,7 @@ All settings default to the packaged `assumptions.yaml` (`load_settings()`); eve
 use another.
 """
 
-from slabench.queue import QueueItem
+from slabench.core.queue import QueueItem
 from slabench.workload.accounts import WorkloadSettings, load_settings
 from slabench.workload.dataset import (
     build_item,

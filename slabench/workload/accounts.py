@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from slabench.config import StrictModel, load_model
-from slabench.errors import UserError
+from slabench.core.config import StrictModel, load_model
+from slabench.core.errors import UserError
 from slabench.workload.rubric import RUBRIC_BY_ID, RubricItem, rubric_for
 
 DEFAULT_SETTINGS = Path(__file__).with_name("assumptions.yaml")

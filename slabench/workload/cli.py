@@ -8,9 +8,9 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from slabench.errors import UserError
-from slabench.extras import require
-from slabench.files import check_output
+from slabench.core.errors import UserError
+from slabench.core.extras import require
+from slabench.core.files import check_output
 from slabench.workload.accounts import load_settings
 from slabench.workload.dataset import (
     build_item,

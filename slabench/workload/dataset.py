@@ -21,8 +21,8 @@ import json
 from pathlib import Path
 from typing import Protocol
 
-from slabench.errors import UserError
-from slabench.queue import QueueItem, parse_queue_text
+from slabench.core.errors import UserError
+from slabench.core.queue import QueueItem, parse_queue_text
 from slabench.workload.accounts import WorkloadSettings, load_settings
 from slabench.workload.golden import build_golden, golden_counts, golden_row, parse_golden
 from slabench.workload.queue import QUEUE_KINDS, QueueKind, account_counts, build_queue
@@ -212,7 +212,7 @@ def load_golden(dataset_dir: str | Path = "datasets", settings: WorkloadSettings
 
 
 def parse_queue(path: Path, text: str, settings: WorkloadSettings, kind: str) -> list[QueueItem]:
-    """The one queue parser (`slabench.queue`) with the dataset's rules: its exact header, indexes numbered from 0
+    """The one queue parser (`slabench.core.queue`) with the dataset's rules: its exact header, indexes numbered from 0
     in order, known accounts, a seed on every row, offsets inside the queue window. Errors name ``file:line: field``."""
     header = next(csv.reader(io.StringIO(text)), None)
     if header != QUEUE_HEADER:
@@ -257,7 +257,7 @@ def load_queue(
 
 
 class NamesACall(Protocol):
-    """What names a call: a queue row (`slabench.queue.QueueItem`), a scheduled open-loop item, a golden call."""
+    """What names a call: a queue row (`slabench.core.queue.QueueItem`), a scheduled open-loop item, a golden call."""
 
     @property
     def account(self) -> str | None: ...

@@ -14,9 +14,9 @@ from typing import Annotated
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
-from slabench.config import StrictModel, validate_data
-from slabench.errors import UserError
-from slabench.tokens import estimate_tokens
+from slabench.core.config import StrictModel, validate_data
+from slabench.core.errors import UserError
+from slabench.core.tokens import estimate_tokens
 from slabench.workload.accounts import INTENTS, WorkloadSettings
 from slabench.workload.queue import SEED_BITS, derive_seed
 from slabench.workload.rubric import RUBRIC_BY_ID, SCALE_LABEL, score_call

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: render to files, never to a screen
 import matplotlib.pyplot as plt
 
-from slabench.queue import QueueItem
+from slabench.core.queue import QueueItem
 from slabench.workload.accounts import WorkloadSettings
 from slabench.workload.prompts import prompt_tokens
 from slabench.workload.stats import ESTIMATOR, per_second_counts

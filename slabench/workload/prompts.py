@@ -15,8 +15,8 @@ import functools
 import json
 from typing import Literal
 
-from slabench.errors import UserError
-from slabench.tokens import estimate_tokens
+from slabench.core.errors import UserError
+from slabench.core.tokens import estimate_tokens
 from slabench.workload import phrases as P
 from slabench.workload.accounts import Account, WorkloadSettings, load_settings
 from slabench.workload.rubric import SCALE_LABEL, RubricItem

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from slabench.tokens import estimate_tokens
+from slabench.core.tokens import estimate_tokens
 from slabench.workload.accounts import WorkloadSettings, load_settings
 from slabench.workload.rubric import RUBRIC_BY_ID, RubricItem, Score, is_autofail, score_call
 from slabench.workload.transcripts import GradingItem, evidence_line

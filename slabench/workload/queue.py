@@ -21,7 +21,7 @@ import math
 import random
 from typing import Literal
 
-from slabench.queue import QueueItem
+from slabench.core.queue import QueueItem
 from slabench.workload.accounts import WorkloadSettings
 
 QueueKind = Literal["burst", "gamma"]

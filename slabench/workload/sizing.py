@@ -31,7 +31,7 @@ import threading
 
 import numpy as np
 
-from slabench.tokens import MIN_RATIO
+from slabench.core.tokens import MIN_RATIO
 
 log = logging.getLogger("slabench")
 

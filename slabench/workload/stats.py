@@ -1,7 +1,7 @@
 """Dataset statistics: pure functions over queue items and built calls (no printing, no I/O).
 
 Percentiles use numpy's default linear interpolation between order statistics. Token counts are
-`slabench.tokens.estimate_tokens` (words + punctuation marks), the project's one estimator: the server's `usage`
+`slabench.core.tokens.estimate_tokens` (words + punctuation marks), the project's one estimator: the server's `usage`
 is the truth for any real model, and differs by tokenizer.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slabench.queue import QueueItem
+from slabench.core.queue import QueueItem
 from slabench.workload.accounts import WorkloadSettings
 from slabench.workload.prompts import TASKS, prompt_tokens
 from slabench.workload.transcripts import ESTIMATOR, GradingItem

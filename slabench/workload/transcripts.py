@@ -4,7 +4,7 @@
 bytes on every machine (only `random.Random` with an explicit integer seed is used, whose streams Python keeps
 stable). The order is: call length and intent → call context (IVR notice, hold, transfer, card payment...) → agent
 skill → a score for every rubric item → the lines that show those scores → neutral talk until the call is as long
-as its sampled minutes × tokens-per-minute (by `slabench.tokens.estimate_tokens`) → timestamps.
+as its sampled minutes × tokens-per-minute (by `slabench.core.tokens.estimate_tokens`) → timestamps.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import random
 import string
 from dataclasses import dataclass
 
-from slabench.tokens import estimate_tokens
+from slabench.core.tokens import estimate_tokens
 from slabench.workload import phrases as P
 from slabench.workload.accounts import Account, WorkloadSettings
 from slabench.workload.rubric import Score, score_call
@@ -46,7 +46,7 @@ class GradingItem:
     terse_tokens: int = 0  # the terse answer's length (estimate_tokens of the exact answer)
 
     def output_tokens(self, task: str) -> int:
-        """How long a good answer is for `task` ("verbose" | "terse"), by `slabench.tokens.estimate_tokens`."""
+        """How long a good answer is for `task` ("verbose" | "terse"), by `slabench.core.tokens.estimate_tokens`."""
         return self.verbose_tokens if task == "verbose" else self.terse_tokens
 
     @property

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from slabench.cli import main
+from slabench.commands.cli import main
 from tests.analysis_helpers import rec, write_run
 from tests.locust_run import ROOT, run_locust, scrape
 from tests.ports import free_port

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slabench import metrics
-from slabench.client import StreamingClient, Target, chat_body
-from slabench.record import RecordMeta
-from slabench.sinks import open_sink, read_records
+from slabench.core import metrics
+from slabench.core.client import StreamingClient, Target, chat_body
+from slabench.core.record import RecordMeta
+from slabench.core.sinks import open_sink, read_records
 from tests.conftest import HostileServer
 
 KEY = "sk-hostile-test-0123456789abcdef"

@@ -14,11 +14,11 @@ import gevent
 import pytest
 from locust import task
 
-from slabench.errors import ExitCode
-from slabench.locust_plugin import LLMUser
-from slabench.openloop import Dispatcher
-from slabench.refusals import REFUSALS_TO_STOP
-from slabench.sinks import read_records
+from slabench.core.errors import ExitCode
+from slabench.core.sinks import read_records
+from slabench.locust.openloop import Dispatcher
+from slabench.locust.plugin import LLMUser
+from slabench.locust.refusals import REFUSALS_TO_STOP
 from tests.integration.test_client_hostile import CASES, KEY
 from tests.integration.test_shapes_dispatcher import ItemUser, environment, finish, items
 from tests.locust_run import ROOT, run_locust

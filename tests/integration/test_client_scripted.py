@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from slabench import metrics
-from slabench.client import StreamingClient, Target, chat_body, completions_body
-from slabench.record import ErrorCategory, Outcome, RecordMeta
+from slabench.core import metrics
+from slabench.core.client import StreamingClient, Target, chat_body, completions_body
+from slabench.core.record import ErrorCategory, Outcome, RecordMeta
 
 
 def chunk(delta=None, usage=None, text=None, finish=None) -> str:

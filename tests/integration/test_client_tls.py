@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from slabench.client import StreamingClient, Target, chat_body
-from slabench.record import RecordMeta
+from slabench.core.client import StreamingClient, Target, chat_body
+from slabench.core.record import RecordMeta
 from tests.conftest import HostileServer
 
 
@@ -84,7 +84,7 @@ def test_a_tls_stream_that_stalls_is_a_stall(server):
 
 
 def test_a_locust_run_reaches_a_self_signed_server_with_insecure_only(server, tmp_path):
-    from slabench.sinks import read_records
+    from slabench.core.sinks import read_records
     from tests.locust_run import ROOT, run_locust
 
     def run(name: str, *extra: str):

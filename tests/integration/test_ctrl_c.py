@@ -12,8 +12,8 @@ from collections import Counter
 
 import pytest
 
-from slabench.record import Outcome
-from slabench.sinks import read_records
+from slabench.core.record import Outcome
+from slabench.core.sinks import read_records
 from tests.integration.test_shapes_burst import small_queue
 from tests.locust_run import ROOT, scrape
 from tests.ports import free_port

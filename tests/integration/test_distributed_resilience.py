@@ -11,9 +11,9 @@ from pathlib import Path
 
 import psutil
 
-from slabench.record import ErrorCategory, Outcome
-from slabench.sinks import read_records
-from slabench.spool import read_journal
+from slabench.core.record import ErrorCategory, Outcome
+from slabench.core.sinks import read_records
+from slabench.locust.spool import read_journal
 from tests.integration.test_shapes_burst import small_queue
 from tests.locust_run import ROOT, scrape
 from tests.ports import free_port

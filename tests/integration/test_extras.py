@@ -28,7 +28,7 @@ def without_extras(code: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def slabench(*args: str) -> subprocess.CompletedProcess:
-    return without_extras("from slabench.cli import main; sys.exit(main())", *args)
+    return without_extras("from slabench.commands.cli import main; sys.exit(main())", *args)
 
 
 def test_every_module_but_the_plots_imports_without_the_extras():

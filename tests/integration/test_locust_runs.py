@@ -12,9 +12,9 @@ from collections import Counter
 import psutil
 import pytest
 
-from slabench.record import ErrorCategory, Outcome
+from slabench.core.record import ErrorCategory, Outcome
+from slabench.core.sinks import read_records
 from slabench.sim.cli import EMBEDDED_NICE
-from slabench.sinks import read_records
 from tests.locust_run import ROOT, run_locust, scrape
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")

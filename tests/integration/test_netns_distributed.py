@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from slabench.record import Outcome
-from slabench.sinks import read_records
+from slabench.core.record import Outcome
+from slabench.core.sinks import read_records
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from slabench import provenance
+from slabench.evidence import provenance
 from tests.platform_fake_kube import FakeKube
 from tests.platform_helpers import ROOT
 

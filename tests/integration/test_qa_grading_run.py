@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from slabench.record import Outcome
-from slabench.sinks import read_records
+from slabench.core.record import Outcome
+from slabench.core.sinks import read_records
 from slabench.workload import load_settings
 from tests.locust_run import ROOT, run_locust, scrape
 

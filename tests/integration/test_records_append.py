@@ -13,7 +13,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from slabench.sinks import open_sink, read_records
+from slabench.core.sinks import open_sink, read_records
 from tests.integration.test_shapes_webui import get_json, wait_state
 from tests.locust_run import ROOT, run_locust, scrape
 from tests.ports import free_port

@@ -99,8 +99,8 @@ def test_a_simulator_frozen_while_idle_is_seen_by_its_event_loop(simulator):
     is counted."""
     import urllib.request
 
-    from slabench.run_status import simulator_figures
-    from slabench.scrape import parse
+    from slabench.evidence.run_status import simulator_figures
+    from slabench.evidence.scrape import parse
 
     url = simulator(*FAST)
     pid = simulator.procs[-1].pid

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from slabench import crosscheck
-from slabench.record import Outcome
-from slabench.scrape import COUNTERS, FILE_NAME, read_scrapes
-from slabench.sinks import read_records
+from slabench.core.record import Outcome
+from slabench.core.sinks import read_records
+from slabench.evidence import crosscheck
+from slabench.evidence.scrape import COUNTERS, FILE_NAME, read_scrapes
 from tests.locust_run import ROOT, run_locust, scrape
 from tests.ports import free_port
 
@@ -23,10 +23,10 @@ FAST = ("--ttft", "0.03", "--itl", "0.003", "--output-tokens", "24")
 PROFILE = ("--profile", "l4", "--output-tokens", "24")
 ALL_GAUGES = {"num_requests_running", "num_requests_waiting", "kv_cache_usage_perc"}
 FIXED_GAUGES = {"num_requests_running", "num_requests_waiting"}
-# Until the plugin's install() calls slabench.locust_scrape.install() itself, a locustfile does (idempotent).
+# Until the plugin's install() calls slabench.locust.scrape.install() itself, a locustfile does (idempotent).
 LOCUSTFILE = """\
 from locustfiles.chat_replay import ChatReplayUser  # noqa: F401
-from slabench import locust_scrape
+from slabench.locust import scrape as locust_scrape
 
 locust_scrape.install()
 """
@@ -165,7 +165,7 @@ def test_scraping_can_be_turned_off(simulator, tmp_path):
 # `slabench scrape` by hand, through the module's add_parser (as the CLI wires it), stopped with Ctrl-C.
 CLI = """\
 import argparse, sys
-from slabench import scrape
+from slabench.evidence import scrape
 p = argparse.ArgumentParser()
 scrape.add_parser(p.add_subparsers())
 a = p.parse_args(sys.argv[1:])
@@ -175,14 +175,14 @@ sys.exit(a.func(a))
 
 @pytest.mark.parametrize(
     ("how", "sig"),
-    [("python -m slabench.scrape", signal.SIGTERM), ("slabench scrape", signal.SIGINT)],
+    [("python -m slabench.evidence.scrape", signal.SIGTERM), ("slabench scrape", signal.SIGINT)],
 )
 def test_poller_stops_on_a_signal_with_a_closing_scrape(simulator, tmp_path, how, sig):
     url = simulator(*FAST)
     out = tmp_path / FILE_NAME
     args = ["--url", f"{url}/metrics", "--out", str(out), "--interval", "0.2"]
     by_module = how.startswith("python")
-    head = [sys.executable, "-m", "slabench.scrape"] if by_module else [sys.executable, "-c", CLI, "scrape"]
+    head = [sys.executable, "-m", "slabench.evidence.scrape"] if by_module else [sys.executable, "-c", CLI, "scrape"]
     # stdin is a pipe nobody writes to: without --stdin-control only a signal stops the poller.
     proc = subprocess.Popen([*head, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
@@ -203,7 +203,7 @@ def test_poller_under_stdin_control_stops_on_end_of_input(simulator, tmp_path):
     url = simulator(*FAST)
     out = tmp_path / FILE_NAME
     args = ["--url", f"{url}/metrics", "--out", str(out), "--interval", "60", "--stdin-control"]
-    argv = [sys.executable, "-m", "slabench.scrape", *args]
+    argv = [sys.executable, "-m", "slabench.evidence.scrape", *args]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert proc.stdout.readline().startswith("slabench-scrape ready")
@@ -221,7 +221,7 @@ def test_poller_refuses_a_bad_interval(interval, tmp_path):
     argv = [
         sys.executable,
         "-m",
-        "slabench.scrape",
+        "slabench.evidence.scrape",
         "--url",
         "http://127.0.0.1:9/metrics",
         "--out",

@@ -12,11 +12,11 @@ from locust import task
 from locust.env import Environment
 from locust.event import Events
 
-from slabench.locust_plugin import LLMUser, add_options
-from slabench.locust_plugin import install as install_plugin
-from slabench.openloop import Dispatcher, OpenLoopItem, current_item
-from slabench.record import ErrorCategory, Outcome
-from slabench.sinks import read_records
+from slabench.core.record import ErrorCategory, Outcome
+from slabench.core.sinks import read_records
+from slabench.locust.openloop import Dispatcher, OpenLoopItem, current_item
+from slabench.locust.plugin import LLMUser, add_options
+from slabench.locust.plugin import install as install_plugin
 from tests.locust_run import scrape
 
 

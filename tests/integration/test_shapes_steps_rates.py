@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from slabench.record import Outcome
+from slabench.core.record import Outcome
+from slabench.core.sinks import read_records
 from slabench.shapes.schedules import OFFICE_DAY, Diurnal, rate_arrivals, step_plan
-from slabench.sinks import read_records
 from tests.integration.test_shapes_burst import processes, small_queue
 from tests.locust_run import ROOT, run_locust, scrape
 

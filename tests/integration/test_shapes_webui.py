@@ -11,7 +11,7 @@ import urllib.parse
 import urllib.request
 from collections import Counter
 
-from slabench.sinks import read_records
+from slabench.core.sinks import read_records
 from tests.integration.test_shapes_burst import small_queue
 from tests.locust_run import ROOT, scrape
 from tests.ports import free_port

@@ -2,8 +2,8 @@
 
 from collections import Counter
 
-from slabench.record import ErrorCategory, Outcome
-from slabench.sinks import read_records
+from slabench.core.record import ErrorCategory, Outcome
+from slabench.core.sinks import read_records
 from tests.locust_run import ROOT, run_locust
 
 FAULTS = [

@@ -1,7 +1,7 @@
 """The simulator as a vLLM capacity model, served over HTTP: its /metrics agree with the harness's records."""
 
-from slabench.record import Outcome
-from slabench.sinks import read_records
+from slabench.core.record import Outcome
+from slabench.core.sinks import read_records
 from tests.locust_run import ROOT, run_locust, scrape
 
 

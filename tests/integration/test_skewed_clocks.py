@@ -3,7 +3,7 @@ latencies come out as on one clock. The case of records without a wall anchor am
 worker) is in tests/unit/test_analysis_columns.py."""
 
 from slabench.analysis.columns import read_table, run_arrays
-from slabench.sinks import read_records
+from slabench.core.sinks import read_records
 from tests.locust_run import run_locust
 
 

@@ -4,7 +4,7 @@ CONDITIONAL with --sla-allow-conditional, and 3 on a bad contract before any loa
 
 import json
 
-from slabench.sinks import read_records
+from slabench.core.sinks import read_records
 from tests.locust_run import run_locust
 from tests.sla_helpers import write
 
@@ -13,7 +13,7 @@ FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "20")
 # A locustfile as a CI user would write it until `install()` of the plugin registers the hook itself.
 LOCUSTFILE = """\
 from locustfiles.chat_replay import ChatReplayUser  # noqa: F401
-from slabench.locust_sla import install
+from slabench.locust.sla import install
 
 install()
 """

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from slabench.sinks import read_records
+from slabench.core.sinks import read_records
 from tests.locust_run import ROOT
 from tests.sla_helpers import slabench_cli, write
 

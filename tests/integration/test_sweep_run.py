@@ -1,5 +1,6 @@
 """`slabench sweep` for real: locust processes against one embedded simulator, the run tree, the report — and the
-report's numbers recomputed independently from the records (slabench.metrics + numpy + statistics, not analysis/)."""
+report's numbers recomputed independently from the records (slabench.core.metrics + numpy + statistics, not
+analysis/)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slabench import metrics
-from slabench.record import Outcome
-from slabench.sinks import read_records
+from slabench.core import metrics
+from slabench.core.record import Outcome
+from slabench.core.sinks import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 T975 = {1: 12.706204736174707, 2: 4.302652729749464, 3: 3.182446305284263}  # t(0.975, df), standard table

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slabench import metrics
-from slabench.record import Outcome
-from slabench.sinks import read_records
+from slabench.core import metrics
+from slabench.core.record import Outcome
+from slabench.core.sinks import read_records
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -94,12 +94,12 @@ def test_stats_reports_lengths_arrivals_and_the_estimator(built, tmp_path, capsy
     png = tmp_path / "stats.png"
     assert main(["dataset", "stats", "--dir", str(built), "--limit", "600", "--plot", str(png)]) == 0
     out = capsys.readouterr().out
-    assert "token counts: slabench.tokens.estimate_tokens" in out
+    assert "token counts: slabench.core.tokens.estimate_tokens" in out
     assert "burst  n=20,000" in out and "gamma  n=20,000" in out and "100 ms peak" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     assert main(["dataset", "stats", "--dir", str(built), "--limit", "300", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["token_estimator"].startswith("slabench.tokens.estimate_tokens")
+    assert report["token_estimator"].startswith("slabench.core.tokens.estimate_tokens")
     lengths = {r["account"]: r for r in report["lengths"]}
     assert set(lengths) == {"A", "B", "C", "D", "E", "F", "all"}
     assert set(lengths["all"]["prompt_tokens"]["verbose"]) == {"p10", "p50", "p90", "p99"}

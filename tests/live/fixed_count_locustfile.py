@@ -15,7 +15,7 @@ from locust import events
 
 import locustfiles.chat_replay as chat_replay
 import locustfiles.qa_grading as qa_grading
-from slabench import locust_scrape
+from slabench.locust import scrape as locust_scrape
 
 locust_scrape.install()  # idempotent; a no-op once the plugin's install() does it
 

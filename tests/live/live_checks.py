@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from slabench import crosscheck
-from slabench.record import Outcome, RequestRecord
-from slabench.scrape import COUNTERS, GAUGES, read_scrapes
-from slabench.sinks import read_records
+from slabench.core.record import Outcome, RequestRecord
+from slabench.core.sinks import read_records
+from slabench.evidence import crosscheck
+from slabench.evidence.scrape import COUNTERS, GAUGES, read_scrapes
 from tests.live.vllm_server import MODEL_NAME, VllmServer
 from tests.locust_run import run_locust, scrape
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slabench.client import StreamingClient, Target, chat_body
-from slabench.record import Outcome, RecordMeta
+from slabench.core.client import StreamingClient, Target, chat_body
+from slabench.core.record import Outcome, RecordMeta
 from tests.live.live_checks import (
     assert_complete_records,
     assert_crosscheck_agrees,

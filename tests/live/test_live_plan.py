@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from slabench.core.prompts import synthetic_text
 from slabench.plan.calibrate import read_runs, simulate
-from slabench.prompts import synthetic_text
 from slabench.sim.profiles import load_gpu_profile, load_model_profile
 from tests.live.live_checks import run_fixed
 from tests.live.vllm_server import VllmServer

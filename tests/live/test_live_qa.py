@@ -54,7 +54,7 @@ def test_resized_calls_land_at_their_stated_length_as_vllm_counts(vllm: VllmServ
     the tokenizer does, and all 250 golden calls at the run's scale land within ±2 % at the median (+1.0 % at the
     tokenizer's scale, 2026-12-05). That median is taken over the whole golden set, not the 80 calls the run drew:
     their own median moves by ±1.5 % with the draw (half the calls are as short as their scored lines allow)."""
-    from slabench.tokens import ChatTokenizer
+    from slabench.core.tokens import ChatTokenizer
     from slabench.workload import build_item, build_messages, load_golden
     from slabench.workload.sizing import TokenizerScale
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from slabench.record import Outcome
-from slabench.sinks import read_records
+from slabench.core.record import Outcome
+from slabench.core.sinks import read_records
 from tests.live.vllm_server import MODEL_NAME, VllmServer
 from tests.locust_run import ROOT
 

@@ -5,11 +5,20 @@ from argparse import Namespace
 
 import pytest
 
-from slabench.accounting import MAYBE, NO, SURE, Tally, incomplete_reasons, reached_server, reconcile, server_received
-from slabench.distributed import LOCUST_DEFAULT_PORT, resolve_ports
-from slabench.errors import UserError
-from slabench.record import ErrorCategory, Outcome, RequestRecord
-from slabench.spool import Journal, read_journal, unaccounted
+from slabench.core.errors import UserError
+from slabench.core.record import ErrorCategory, Outcome, RequestRecord
+from slabench.evidence.accounting import (
+    MAYBE,
+    NO,
+    SURE,
+    Tally,
+    incomplete_reasons,
+    reached_server,
+    reconcile,
+    server_received,
+)
+from slabench.locust.distributed import LOCUST_DEFAULT_PORT, resolve_ports
+from slabench.locust.spool import Journal, read_journal, unaccounted
 
 
 def rec(rid="a", outcome=Outcome.OK, cat=None, **kw):

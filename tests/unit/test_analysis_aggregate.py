@@ -7,9 +7,9 @@ import pytest
 
 from slabench.analysis.aggregate import aggregate, require_ci
 from slabench.analysis.summary import SCHEMA_VERSION, SweepSummary, load_summary, summary_json
-from slabench.errors import UserError
-from slabench.record import ErrorCategory, Outcome
-from slabench.schema import SWEEP
+from slabench.core.errors import UserError
+from slabench.core.record import ErrorCategory, Outcome
+from slabench.core.schema import SWEEP
 from tests.analysis_helpers import rec, write_run
 
 T2 = 4.302652729749464  # t(0.975, 2): three repeats

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from slabench.cli import main
+from slabench.commands.cli import main
 from tests.analysis_helpers import rec, write_run
 
 

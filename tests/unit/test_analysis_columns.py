@@ -1,4 +1,4 @@
-"""The column-wise metrics agree with `slabench.metrics`, record by record; JSONL and Parquet read the same."""
+"""The column-wise metrics agree with `slabench.core.metrics`, record by record; JSONL and Parquet read the same."""
 
 import json
 import re
@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slabench import metrics
 from slabench.analysis.columns import itl_arrays, read_table, run_arrays
 from slabench.analysis.figures import metric_values
-from slabench.errors import UserError
-from slabench.record import ErrorCategory, Outcome, RequestRecord
-from slabench.sinks import ARROW_SCHEMA, open_sink
+from slabench.core import metrics
+from slabench.core.errors import UserError
+from slabench.core.record import ErrorCategory, Outcome, RequestRecord
+from slabench.core.sinks import ARROW_SCHEMA, open_sink
 from tests.analysis_helpers import WALL0, rec
 
 

@@ -1,15 +1,15 @@
-"""records_frame: one DataFrame row per record, its derived times equal to `slabench.metrics` record by record."""
+"""records_frame: one DataFrame row per record, its derived times equal to `slabench.core.metrics` record by record."""
 
 import json
 import math
 
 import pytest
 
-from slabench import metrics
 from slabench.analysis.frame import records_frame
-from slabench.errors import UserError
-from slabench.record import ErrorCategory, Outcome, StageUnit, stage_fields
-from slabench.sinks import open_sink
+from slabench.core import metrics
+from slabench.core.errors import UserError
+from slabench.core.record import ErrorCategory, Outcome, StageUnit, stage_fields
+from slabench.core.sinks import open_sink
 from tests.analysis_helpers import rec
 
 RECORDS = [

@@ -120,7 +120,7 @@ def test_the_console_summary_fits_an_80_column_ci_log(summary):
 
 
 def test_a_sweep_where_nothing_was_answered_still_gets_its_report(tmp_path):
-    from slabench.record import ErrorCategory, Outcome
+    from slabench.core.record import ErrorCategory, Outcome
 
     for level in (1, 2):
         for repeat in (1, 2):

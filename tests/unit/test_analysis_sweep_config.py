@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.sweep.cli import add_parser
 from slabench.sweep.config import load_sweep
 from slabench.sweep.runner import STAGE_PLUGIN, locust_argv, plan

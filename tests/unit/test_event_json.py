@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from slabench.client import _apply_chunk, _loads, _Shape, _Stream
-from slabench.jsonl import json_line
+from slabench.core.client import _apply_chunk, _loads, _Shape, _Stream
+from slabench.core.jsonl import json_line
 
 STDLIB_ONLY = {
     "NaN": '{"usage": {"completion_tokens": NaN}}',

@@ -1,7 +1,7 @@
 """Every YAML file in the repo loads: through its strict model where it has one, against its chart's values schema
 where it is Helm values, or at least as valid YAML (Kubernetes manifests; their schemas are checked by
 .ci/validate-platform). A new YAML file with no entry here fails, so nothing ships unchecked. Everything is parsed
-by the project's own loader (`slabench.yamlio`), so no file in the repo holds a key twice."""
+by the project's own loader (`slabench.core.yamlio`), so no file in the repo holds a key twice."""
 
 import json
 import subprocess
@@ -10,8 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from slabench import yamlio
-from slabench.config import load_model
+from slabench.core import yamlio
+from slabench.core.config import load_model
 
 ROOT = Path(__file__).resolve().parents[2]
 

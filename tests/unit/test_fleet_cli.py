@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.fleet import cli
 from tests.unit.test_fleet_cluster import FakeKubeAPI, kubeconfig
 

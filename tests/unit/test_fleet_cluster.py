@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.fleet.cluster import node_facts_from_labels, read_cluster_nodes
 from slabench.fleet.facts import load_facts
 from slabench.fleet.image import fleet_image

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.fleet.facts import (
     default_facts_path,
     driver_max_cuda,

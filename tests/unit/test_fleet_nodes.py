@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.fleet.facts import load_facts
 from slabench.fleet.nodes import load_nodes
 

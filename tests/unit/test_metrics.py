@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slabench import metrics
-from slabench.record import RequestRecord
+from slabench.core import metrics
+from slabench.core.record import RequestRecord
 
 
 def rec(**kw) -> RequestRecord:

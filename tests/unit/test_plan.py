@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.plan.checks import latency_checks
 from slabench.plan.cost import FleetCost
 from slabench.plan.replay import TokenGaps, replay, type7

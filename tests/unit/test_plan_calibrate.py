@@ -9,7 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
+from slabench.core.record import RequestRecord
+from slabench.core.sinks import open_sink
 from slabench.plan.calibrate import (
     MeasuredRun,
     fit,
@@ -21,9 +23,7 @@ from slabench.plan.calibrate import (
     simulate,
 )
 from slabench.plan.workload import Mix
-from slabench.record import RequestRecord
 from slabench.sim.profiles import EngineOptions, StepTime
-from slabench.sinks import open_sink
 
 TRUE = StepTime(overhead_ms=6.0, per_sequence_us=300.0, per_token_us=90.0, per_context_token_ns=40.0)
 OPTIONS = EngineOptions(num_gpu_blocks_override=20000, max_num_seqs=64, max_num_batched_tokens=2048)
@@ -147,7 +147,7 @@ def test_a_users_measured_gaps_are_replayed(tmp_path):
 
 
 def test_runs_whose_status_doubts_their_times_are_named(tmp_path):
-    from slabench.run_status import RunStatus, Saturation, write_run_status
+    from slabench.evidence.run_status import RunStatus, Saturation, write_run_status
 
     write(tmp_path, [record(i, sent=0.3 * i) for i in range(10)])
     assert measurement_doubts(read_runs([tmp_path])) == []

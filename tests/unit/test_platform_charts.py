@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from slabench.distributed import LOCUST_DEFAULT_PORT
+from slabench.locust.distributed import LOCUST_DEFAULT_PORT
 from tests import platform_helpers
 from tests.platform_helpers import (
     LOCUST,

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from slabench.core.errors import UserError
 from slabench.deploy import cli
 from slabench.deploy.kube import exit_code_of, job_state_of, rollout_of
 from slabench.deploy.plan import locust_overrides, merge_values, serving_overrides
 from slabench.deploy.results import local_path
-from slabench.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 VALID_SLA = """\

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from slabench.errors import UserError
-from slabench.prompts import _VOCAB, SyntheticPrompts, TokenizerSizer, UsageSizer, synthetic_text
-from slabench.tokens import ChatTokenizer, estimate_tokens
+from slabench.core.errors import UserError
+from slabench.core.prompts import _VOCAB, SyntheticPrompts, TokenizerSizer, UsageSizer, synthetic_text
+from slabench.core.tokens import ChatTokenizer, estimate_tokens
 from tests.tokenizer_helpers import build_coarse_tokenizer
 
 

@@ -9,11 +9,11 @@ import json
 import jsonschema
 import pytest
 
-from slabench import published_schemas
 from slabench.analysis.aggregate import aggregate
 from slabench.analysis.summary import summary_json
-from slabench.errors import UserError
-from slabench.run_status import RunStatus, write_run_status
+from slabench.commands import published_schemas
+from slabench.core.errors import UserError
+from slabench.evidence.run_status import RunStatus, write_run_status
 from slabench.sla.grade_run import grade_run_dir, write_verdict
 from slabench.sla.verdict_file import load_verdict
 from tests.analysis_helpers import rec, write_run
@@ -22,7 +22,7 @@ ROOT = published_schemas.ROOT
 
 
 def test_every_published_schema_is_current():
-    assert published_schemas.stale() == [], "run `python -m slabench.published_schemas`"
+    assert published_schemas.stale() == [], "run `python -m slabench.commands.published_schemas`"
     assert published_schemas.main(["--check"]) == 0
 
 

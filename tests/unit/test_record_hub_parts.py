@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from slabench.record import ErrorCategory, Outcome
-from slabench.record_store import RecordStore
-from slabench.refusals import REFUSALS_TO_STOP, RefusalWatch
+from slabench.core.record import ErrorCategory, Outcome
+from slabench.locust.record_store import RecordStore
+from slabench.locust.refusals import REFUSALS_TO_STOP, RefusalWatch
 from tests.analysis_helpers import rec
 
 

@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from slabench.errors import UserError
-from slabench.record import SCHEMA_VERSION, ErrorCategory, Outcome, RequestRecord
-from slabench.sinks import JsonlSink, ParquetSink, open_sink, read_records
+from slabench.core.errors import UserError
+from slabench.core.record import SCHEMA_VERSION, ErrorCategory, Outcome, RequestRecord
+from slabench.core.sinks import JsonlSink, ParquetSink, open_sink, read_records
 
 
 def sample(n: int) -> list[RequestRecord]:
@@ -82,7 +82,7 @@ def test_unknown_sink_suffix_is_a_clear_error(tmp_path):
 def test_a_parquet_run_killed_while_writing_a_part_keeps_every_flushed_record(tmp_path, monkeypatch):
     """A process killed mid-write leaves a cut-short temporary part: the parts already written stay readable (the
     temporary was named so that the reader took it for a part, and one cut short made the whole run unreadable)."""
-    import slabench.sinks
+    import slabench.core.sinks
 
     first, second, third = sample(3)
     sink = ParquetSink(tmp_path / "r.parquet")
@@ -93,7 +93,7 @@ def test_a_parquet_run_killed_while_writing_a_part_keeps_every_flushed_record(tm
         Path(where).write_bytes(b"PAR1 cut short")
         raise KeyboardInterrupt  # the process dies here
 
-    monkeypatch.setattr(slabench.sinks.pq, "write_table", killed_mid_write)
+    monkeypatch.setattr(slabench.core.sinks.pq, "write_table", killed_mid_write)
     sink.write([third])
     with pytest.raises(KeyboardInterrupt):
         sink.flush()

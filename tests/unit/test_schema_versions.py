@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from slabench.analysis.columns import read_table
-from slabench.errors import UserError
-from slabench.record import Outcome, RequestRecord
-from slabench.schema import RECORD
-from slabench.sinks import open_sink, read_records
+from slabench.core.errors import UserError
+from slabench.core.record import Outcome, RequestRecord
+from slabench.core.schema import RECORD
+from slabench.core.sinks import open_sink, read_records
 from tests.analysis_helpers import rec, write_run
 from tests.sla_helpers import record, slabench_cli, write
 

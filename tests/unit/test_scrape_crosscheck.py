@@ -1,4 +1,5 @@
-"""Client vs server cross-checks (slabench.crosscheck): bracketing, histogram deltas, bucket quantiles, verdicts."""
+"""Client vs server cross-checks (slabench.evidence.crosscheck): bracketing, histogram deltas, bucket quantiles,
+verdicts."""
 
 import math
 
@@ -6,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slabench import crosscheck as cc
-from slabench.record import Outcome, RequestRecord
+from slabench.core.record import Outcome, RequestRecord
+from slabench.evidence import crosscheck as cc
 
 BOUNDS = ("0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "+Inf")
 

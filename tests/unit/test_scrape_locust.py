@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from slabench.locust_scrape import check_option, poller_argv, target_url
+from slabench.locust.scrape import check_option, poller_argv, target_url
 
 
 def env(server_metrics="", host="http://127.0.0.1:8000", user_hosts=()):

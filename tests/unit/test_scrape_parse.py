@@ -6,7 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slabench.scrape import COUNTERS, SIM_COUNTERS, NotPrometheus, deltas, metrics_url, parse, series, summarize
+from slabench.evidence.scrape import (
+    COUNTERS,
+    SIM_COUNTERS,
+    NotPrometheus,
+    deltas,
+    metrics_url,
+    parse,
+    series,
+    summarize,
+)
 from slabench.sim.metrics import SimMetrics
 
 # Lines as vLLM 0.32 serves them (two data-parallel engines), including the families that share a prefix with the

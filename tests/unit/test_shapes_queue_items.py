@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from locust import HttpUser, TaskSet, task
 
-from slabench.errors import UserError
-from slabench.locust_plugin import LLMUser
-from slabench.openloop import OpenLoopItem, lateness_summary, merge_reports, per_second, summary_line
-from slabench.queue import QueueItem, parse_queue_text, read_queue_file
-from slabench.record import StageUnit
+from slabench.core.errors import UserError
+from slabench.core.queue import QueueItem, parse_queue_text, read_queue_file
+from slabench.core.record import StageUnit
+from slabench.locust.openloop import OpenLoopItem, lateness_summary, merge_reports, per_second, summary_line
+from slabench.locust.plugin import LLMUser
 from slabench.shapes.base import StageClock, check_user_class, span_stage
 from slabench.shapes.items import arrival_items, burst_items
 from slabench.shapes.schedules import Arrival, Span, partition, step_plan

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slabench.errors import UserError
-from slabench.queue import check_offsets
+from slabench.core.errors import UserError
+from slabench.core.queue import check_offsets
 from slabench.shapes.schedules import (
     OFFICE_DAY,
     Diurnal,

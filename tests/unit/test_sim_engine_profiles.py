@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.sim.profiles import (
     PROFILE_DIR,
     available_profiles,

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from slabench.sinks import open_sink
+from slabench.core.sinks import open_sink
 from tests.sla_helpers import record, slabench_cli, write
 
 

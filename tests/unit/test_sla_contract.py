@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.sla.contract import Contract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates
 from tests.sla_helpers import est, write

@@ -4,8 +4,8 @@ straight from records (hand-computed answers)."""
 import pytest
 
 from slabench.analysis.summary import SCHEMA_VERSION, parse_summary
-from slabench.errors import UserError
-from slabench.record import Outcome
+from slabench.core.errors import UserError
+from slabench.core.record import Outcome
 from slabench.sla.estimates import Estimate, Level, levels_from_summary
 from slabench.sla.single_run import levels_from_records
 from tests.sla_helpers import record

@@ -269,7 +269,7 @@ def test_incomplete_evidence_caps_a_pass_at_conditional():
 
 
 def test_saturation_reasons_follow_the_policy():
-    from slabench.run_status import MeasurementPolicy, Saturation, saturation_reasons
+    from slabench.evidence.run_status import MeasurementPolicy, Saturation, saturation_reasons
 
     policy = MeasurementPolicy()
     assert saturation_reasons(Saturation(cpu_samples_over_90=1), policy) == []  # one 5 s spike is tolerated

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slabench.sse import EventTooLong, SSEParser
+from slabench.core.sse import EventTooLong, SSEParser
 
 STREAM = (
     b": keep-alive\r\n\r\n"

@@ -12,10 +12,10 @@ import pytest
 
 from slabench.analysis.aggregate import aggregate
 from slabench.analysis.columns import read_table
-from slabench.errors import UserError
-from slabench.record import StageUnit, stage_fields
+from slabench.core.errors import UserError
+from slabench.core.record import StageUnit, stage_fields
+from slabench.core.sinks import ARROW_SCHEMA, read_records
 from slabench.shapes.schedules import parse_rates
-from slabench.sinks import ARROW_SCHEMA, read_records
 from slabench.sla.estimates import Level, levels_from_summary
 from slabench.sla.grade import grade
 from slabench.sla.single_run import levels_from_records

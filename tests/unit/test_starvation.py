@@ -7,7 +7,7 @@ import gevent
 import gevent.monkey
 import pytest
 
-from slabench.starvation import LATE_S, Starvation, StarvationMeter, read_schedstat
+from slabench.evidence.starvation import LATE_S, Starvation, StarvationMeter, read_schedstat
 
 
 def test_a_loop_held_by_a_busy_greenlet_is_measured_late(tmp_path: Path):

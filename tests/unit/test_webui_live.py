@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slabench import metrics
 from slabench.analysis.columns import record_itl
-from slabench.record import ErrorCategory, Outcome, RequestRecord, StageUnit, stage_fields
+from slabench.core import metrics
+from slabench.core.record import ErrorCategory, Outcome, RequestRecord, StageUnit, stage_fields
 from slabench.webui.live import LiveAggregator, Series, series_point
 
 T0 = 1000.0  # wall clock of monotonic 0 in these records

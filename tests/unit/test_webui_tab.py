@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slabench.record import ErrorCategory, Outcome, RequestRecord
+from slabench.core.record import ErrorCategory, Outcome, RequestRecord
 from slabench.webui import server_metrics, tab
 from slabench.webui.live import LiveAggregator
 from slabench.webui.sla_live import provisional_status

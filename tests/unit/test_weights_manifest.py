@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.weights.manifest import (
     SCHEMA_VERSION,
     FileEntry,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.weights.s3 import OperationFailed, S3Url, describe_error, human_bytes, parse_s3_url, parse_size
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.weights.source import fetch_from_hugging_face, list_files, resolve_snapshot
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

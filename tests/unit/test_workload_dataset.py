@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.workload import build_item, item_from_ref, item_ref, load_golden, load_queue
 from slabench.workload.accounts import load_settings
 from slabench.workload.dataset import resolve_dir

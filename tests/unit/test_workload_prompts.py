@@ -8,8 +8,8 @@ import random
 import jsonschema
 import pytest
 
-from slabench.errors import UserError
-from slabench.tokens import estimate_tokens
+from slabench.core.errors import UserError
+from slabench.core.tokens import estimate_tokens
 from slabench.workload.accounts import load_settings
 from slabench.workload.prompts import answer_schema, build_messages, prompt_tokens, system_prompt
 from slabench.workload.quality import simulated_answer

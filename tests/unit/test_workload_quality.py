@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slabench.record import RequestRecord
-from slabench.tokens import estimate_tokens
+from slabench.core.record import RequestRecord
+from slabench.core.tokens import estimate_tokens
 from slabench.workload.accounts import load_settings
 from slabench.workload.prompts import example_answer
 from slabench.workload.quality import (

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from slabench.errors import UserError
+from slabench.core.errors import UserError
 from slabench.workload.accounts import DEFAULT_SETTINGS, load_settings
 
 

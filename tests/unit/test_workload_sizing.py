@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from slabench.tokens import ChatTokenizer
+from slabench.core.tokens import ChatTokenizer
 from slabench.workload import QueueItem, build_item, build_messages, load_golden, load_queue
 from slabench.workload import prompt_tokens as estimated_prompt
 from slabench.workload.sizing import TokenizerScale, UsageScale

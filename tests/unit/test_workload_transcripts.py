@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from slabench.tokens import estimate_tokens
+from slabench.core.tokens import estimate_tokens
 from slabench.workload import phrases as P
 from slabench.workload.accounts import load_settings
 from slabench.workload.prompts import example_answer
@@ -156,7 +156,7 @@ def test_transcript_length_tracks_call_minutes(account):
 
 
 def test_unknown_account_is_a_user_error():
-    from slabench.errors import UserError
+    from slabench.core.errors import UserError
 
     with pytest.raises(UserError, match="unknown account 'Z'"):
         generate_call(load_settings(), "Z", 1, "x")

@@ -1,4 +1,5 @@
-"""One YAML loader for the whole project (`slabench.yamlio`): a key given twice in one mapping is an error naming the
+"""One YAML loader for the whole project (`slabench.core.yamlio`): a key given twice in one mapping is an error naming
+the
 file, both lines and the key (YAML's "last one wins" once turned a FAIL into a PASS); non-UTF-8 or binary content and
 syntax errors are one-line errors naming the file and line. Checked at every entry point that reads YAML."""
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slabench.errors import UserError
-from slabench.sinks import open_sink
+from slabench.core.errors import UserError
+from slabench.core.sinks import open_sink
 from tests.sla_helpers import record, slabench_cli, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,7 @@ def run_dir(tmp_path):
 
 # -- the loader itself -------------------------------------------------------------------------------------------
 def test_a_duplicate_key_names_the_file_both_lines_and_the_key(tmp_path):
-    from slabench.yamlio import load_file
+    from slabench.core.yamlio import load_file
 
     with pytest.raises(UserError) as e:
         load_file(write(tmp_path, DUPLICATE_TARGETS))
@@ -49,7 +50,7 @@ def test_a_duplicate_key_names_the_file_both_lines_and_the_key(tmp_path):
 
 
 def test_nested_duplicates_and_quoted_spellings_are_caught(tmp_path):
-    from slabench.yamlio import load_file
+    from slabench.core.yamlio import load_file
 
     nested = "a:\n  b: 1\n  c: 2\n  b: 3\n"
     with pytest.raises(UserError, match=r"x\.yaml:4: duplicate key 'b' \(first at line 2\)"):
@@ -60,7 +61,7 @@ def test_nested_duplicates_and_quoted_spellings_are_caught(tmp_path):
 
 
 def test_same_key_in_different_mappings_and_merge_overrides_are_fine(tmp_path):
-    from slabench.yamlio import load_file
+    from slabench.core.yamlio import load_file
 
     text = "base: &b {x: 1, y: 2}\none: {<<: *b, x: 3}\ntwo: {x: 4}\nlist: [{k: 1}, {k: 2}]\n"
     data, lines = load_file(write(tmp_path, text, "ok.yaml"))
@@ -69,7 +70,7 @@ def test_same_key_in_different_mappings_and_merge_overrides_are_fine(tmp_path):
 
 
 def test_binary_non_utf8_and_syntax_errors_are_one_line_with_the_line(tmp_path):
-    from slabench.yamlio import load_file
+    from slabench.core.yamlio import load_file
 
     latin1 = tmp_path / "l.yaml"
     latin1.write_bytes(b"name: a\ndescription: caf\xe9\n")
@@ -89,7 +90,7 @@ def test_binary_non_utf8_and_syntax_errors_are_one_line_with_the_line(tmp_path):
 
 
 def test_every_yaml_reading_module_goes_through_the_one_loader():
-    """No module parses YAML on its own (only slabench/yamlio.py talks to PyYAML's loaders)."""
+    """No module parses YAML on its own (only slabench/core/yamlio.py talks to PyYAML's loaders)."""
     offenders = []
     for py in sorted((ROOT / "slabench").rglob("*.py")):
         text = py.read_text(encoding="utf-8")
@@ -129,7 +130,7 @@ def test_sweep_config(tmp_path):
 
 
 def test_fleet_nodes_file_via_the_cli(tmp_path, capsys):
-    from slabench import cli
+    from slabench.commands import cli
 
     text = (
         "nodes:\n  - {name: a, instance_type: g6.xlarge, driver: '580.95.05'}\n"
@@ -192,7 +193,7 @@ def test_deploy_rendered_manifests():
 
 
 def test_deploy_dry_run_with_a_doubled_values_file_exits_3(tmp_path, capsys):
-    from slabench import cli
+    from slabench.commands import cli
     from tests.platform_helpers import get_helm
 
     sla = write(tmp_path, DUPLICATE_TARGETS.split("description")[0])

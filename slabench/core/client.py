@@ -1,0 +1,784 @@
+"""The one streaming client for OpenAI-compatible `/v1/chat/completions` and `/v1/completions`.
+
+Built on geventhttpclient (what Locust's FastHttpUser uses): its connection pool, TLS and response parser. The body
+is read with one `recv` at a time and fed straight to the SSE parser, so every event is stamped with
+`perf_counter()` the moment its bytes arrive (`iter_content` would wait for ~1 KiB and merge events, corrupting TTFT
+and ITL), a line ending in CR alone ends the line as SSE says, and a long line costs linear time up to its cap.
+
+Every request the server receives becomes exactly one classified `RequestRecord`; nothing but `GreenletExit`
+(a stopping user) leaves `send`, and even then the record is handed to `on_cancel` first. In particular:
+- a request is never sent twice: the pool only reuses an idle connection that is not at EOF, and once the bytes
+  are written, a connection closed without an answer is the record's `closed` error, not a silent resend;
+- `data: [DONE]` ends the request (its record ends there); the connection is reused only when the body then ends
+  cleanly within a short grace;
+- 307/308 to the same server are followed with the same method, body and X-Request-Id (bounded); other redirects
+  are recorded naming their Location;
+- API keys and bearer tokens are redacted from every message a record keeps (docs/client.md lists every case).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import errno
+import json
+import math
+import re
+import socket
+import ssl
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import gevent
+import gevent.monkey
+import gevent.socket
+import orjson
+from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
+
+from slabench.core.errors import UserError
+from slabench.core.record import ErrorCategory, Outcome, RecordMeta, RequestRecord
+from slabench.core.sse import DEFAULT_MAX_EVENT_BYTES, EventTooLong, SSEParser
+from slabench.core.tokens import estimate_tokens
+
+ENDPOINT_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+_MAX_ERROR_BODY = 4096
+MAX_REDIRECTS = 5
+DONE_GRACE_S = 0.25  # after [DONE], how long the body may take to end before the connection is dropped instead
+_RECV_BYTES = 16384
+_REDIRECTS = frozenset((301, 302, 303, 307, 308))
+_PLAIN_SOCKET = gevent.socket.socket  # what geventhttpclient connects with over http (https wraps it in SSLSocket)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where requests go and how patient to be."""
+
+    base_url: str
+    api_key: str | None = field(default=None, repr=False)  # never printed
+    verify_tls: bool = True
+    connect_timeout: float = 10.0
+    stall_timeout: float = 120.0  # no bytes at all for this long: first-byte timeout, then mid-stream stall
+    request_timeout: float = 900.0  # whole request, first byte to [DONE]
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # a longer SSE line or event is not an OpenAI stream
+
+    def __post_init__(self) -> None:
+        parse_base_url(self.base_url)
+
+
+def tls_options(verify: bool) -> dict[str, Any]:
+    """geventhttpclient's TLS settings. Its `insecure=True` only stops the hostname check, and the certificate is
+    still verified: a server with a self-signed one stayed unreachable with `--insecure`. Not verifying takes a
+    context that does not."""
+    return {} if verify else {"insecure": True, "ssl_context_factory": _unverified_context}
+
+
+def _unverified_context(cafile: str | None = None) -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def parse_base_url(url: str) -> tuple[str, str, int, str]:
+    """(scheme, host, port, path prefix) of a server root like ``http://127.0.0.1:8000`` or ``https://x/v1``."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise UserError(f"--host {url!r}: {e}; expected a URL like http://127.0.0.1:8000") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(f"--host {url!r}: expected an http:// or https:// URL like http://127.0.0.1:8000")
+    prefix = parts.path.rstrip("/")
+    if prefix.endswith("/v1"):  # accept both the server root and the OpenAI-style base URL
+        prefix = prefix[: -len("/v1")]
+    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), prefix
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    record: RequestRecord
+    text: str  # the generated content (reasoning excluded), for quality scoring
+
+
+def chat_body(model: str, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> dict[str, Any]:
+    return {"model": model, "messages": messages, "max_tokens": max_tokens, **params}
+
+
+def completions_body(model: str, prompt: str, max_tokens: int, **params: Any) -> dict[str, Any]:
+    return {"model": model, "prompt": prompt, "max_tokens": max_tokens, **params}
+
+
+_BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}")
+
+
+def redact(text: str, secret: str | None = None) -> str:
+    """`text` without `secret` (the API key) and without any `Bearer <token>`: for every message a record keeps."""
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "[redacted]")
+    return _BEARER.sub(r"\1 [redacted]", text)
+
+
+class _Failure(Exception):
+    def __init__(self, outcome: Outcome, category: ErrorCategory, message: str, status: int | None = None):
+        super().__init__(message)
+        self.outcome, self.category, self.status = outcome, category, status
+
+
+class _Shape(Exception):
+    """A stream event that is JSON, but not shaped like an OpenAI chunk."""
+
+
+class _Stream:
+    """Mutable timings and counts of one request while it runs; frozen into a record at the end."""
+
+    __slots__ = (
+        "cached",
+        "chunk_times",
+        "chunk_tokens",
+        "completion_tokens",
+        "done",
+        "end",
+        "finish_reason",
+        "first_byte",
+        "last_usage_completion",
+        "prompt_tokens",
+        "redirects",
+        "retry_after",
+        "sent",
+        "status",
+        "text",
+        "wall_sent",
+    )
+
+    def __init__(self) -> None:
+        self.sent: float | None = None
+        self.first_byte: float | None = None
+        self.wall_sent: float | None = None
+        self.end: float | None = None
+        self.status: int | None = None
+        self.chunk_times: list[float] = []
+        self.chunk_tokens: list[int] | None = []
+        self.text: list[str] = []
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.cached: int | None = None
+        self.last_usage_completion = 0
+        self.finish_reason: str | None = None
+        self.done = False
+        self.redirects = 0
+        self.retry_after: float | None = None
+
+
+class StreamingClient:
+    """One keep-alive connection to the target; one request at a time (a Locust user owns one)."""
+
+    def __init__(self, target: Target, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.target = target
+        self._clock = clock
+        scheme, self._host, self._port, self._prefix = parse_base_url(target.base_url)
+        self._origin = (scheme, self._host, self._port)
+        self._tls = scheme == "https"
+        self._http: HTTPClient | None = None
+
+    def _connection(self) -> HTTPClient:
+        if self._http is None:
+            t = self.target
+            self._http = HTTPClient(
+                self._host,
+                self._port,
+                ssl=self._tls,
+                **tls_options(t.verify_tls),
+                connection_timeout=t.connect_timeout,
+                network_timeout=t.stall_timeout,
+                concurrency=1,
+            )
+            # Its idle-connection check (is the socket readable?) runs between our `sent` stamp and the write, and
+            # through gevent's select, which yields to every other ready greenlet even with timeout 0: each request's
+            # TTFT then held the other streams' work. The same check, without the yield.
+            self._http._connection_pool._is_socket_alive = _idle_socket_alive  # type: ignore[method-assign]
+        return self._http
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+    def headers(self, request_id: str) -> dict[str, str]:
+        h = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",  # timestamps need each event as it arrives, not a compressed block
+            "X-Request-Id": request_id,
+        }
+        if self.target.api_key:
+            h["Authorization"] = f"Bearer {self.target.api_key}"
+        return h
+
+    def send(
+        self,
+        endpoint: str,
+        body: dict[str, Any],
+        meta: RecordMeta,
+        on_cancel: Callable[[RequestRecord], None] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
+        """Stream one request. Always returns a Reply with a classified record (GreenletExit aside)."""
+        body = {**body, "stream": True}
+        body.setdefault("stream_options", {"include_usage": True})
+        request_id = meta.request_id or uuid.uuid4().hex
+        payload = json.dumps(body).encode()
+        s = _Stream()
+        failure: _Failure | None = None
+        limit = self.target.request_timeout
+        try:
+            with gevent.Timeout(limit, _Failure(Outcome.ERROR, ErrorCategory.TIMEOUT, f"request exceeded {limit:g} s")):
+                self._stream(endpoint, payload, {**self.headers(request_id), **(headers or {})}, s)
+        except _Failure as f:
+            failure = f
+            self.close()  # the connection is in an unknown state
+        except gevent.GreenletExit:
+            self.close()
+            rec = self._record(
+                s, meta, body, request_id, _Failure(Outcome.DROPPED, ErrorCategory.CANCELLED, "user stopped")
+            )
+            if on_cancel is not None:
+                on_cancel(rec)
+            raise
+        except Exception as e:  # a bug of ours must still leave the request's record, not a lost request
+            self.close()
+            failure = _Failure(
+                Outcome.ERROR, ErrorCategory.CLIENT, f"slabench failed on this response ({type(e).__name__}: {e})"
+            )
+        failure = failure or _implausible_usage(s, body.get("max_tokens"))
+        return Reply(self._record(s, meta, body, request_id, failure), "".join(s.text))
+
+    # -- the request -----------------------------------------------------------------------------------------
+    def _stream(self, endpoint: str, payload: bytes, headers: dict[str, str], s: _Stream) -> None:
+        path = self._prefix + ENDPOINT_PATHS[endpoint]
+        resp = self._open(path, payload, headers, s)
+        s.first_byte = self._clock()
+        s.status = status = resp.status_code
+        if status >= 400:
+            s.retry_after = _retry_after(_header(resp, "retry-after"))
+            raise self._http_error(status, _read_upto(resp, _MAX_ERROR_BODY)[0], path)
+        ctype = _header(resp, "content-type").split(";")[0].strip().lower()
+        if ctype != "text/event-stream":
+            raise _Failure(
+                Outcome.ERROR,
+                ErrorCategory.NOT_OPENAI,
+                f"POST {path} answered {status} with {ctype or 'no content type'}, not text/event-stream "
+                "(is this an OpenAI-compatible server with streaming?)",
+                status,
+            )
+        encoding = _header(resp, "content-encoding").strip().lower()
+        if encoding not in ("", "identity"):
+            raise _Failure(
+                Outcome.ERROR,
+                ErrorCategory.NOT_OPENAI,
+                f"POST {path} answered with Content-Encoding: {encoding} although the request asked for identity "
+                "(a proxy compressing the event stream? it would merge events and corrupt TTFT/ITL)",
+                status,
+            )
+        self._read_events(resp, s)
+
+    def _open(self, path: str, payload: bytes, headers: dict[str, str], s: _Stream) -> Any:
+        """Send the request (following 307/308 to the same server) and return the response to it."""
+        s.wall_sent = time.time()
+        s.sent = self._clock()
+        for hop in range(MAX_REDIRECTS + 1):
+            resp = self._request(path, payload, headers)
+            if resp.status_code not in _REDIRECTS:
+                return resp
+            status, location = resp.status_code, _header(resp, "location")
+            s.status = status
+            if not _read_upto(resp, _MAX_ERROR_BODY)[1]:
+                resp.release()  # its body did not end: the connection goes, so the next hop gets a fresh one
+            target = urljoin(f"{self._origin[0]}://{self._host}:{self._port}{path}", location) if location else ""
+            try:
+                parts = urlsplit(target)
+                same_server = (parts.scheme, parts.hostname, parts.port or _default_port(parts.scheme)) == self._origin
+            except ValueError:
+                same_server = False
+            why = ""
+            if not location:
+                why = "without a Location"
+            elif status not in (307, 308):
+                why = "not followed: a POST must not turn into a GET"
+            elif not same_server:
+                why = "not followed: another server (point --host at it; the API key is not sent elsewhere)"
+            elif hop == MAX_REDIRECTS:
+                why = f"not followed: more than {MAX_REDIRECTS} redirects"
+            if why:
+                raise _Failure(
+                    Outcome.ERROR, ErrorCategory.REDIRECT, f"HTTP {status} redirect to {location!r} {why}", status
+                )
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
+            s.redirects += 1
+        raise AssertionError("unreachable")
+
+    def _request(self, path: str, payload: bytes, headers: dict[str, str]) -> Any:
+        """One POST, never resent. geventhttpclient's pool reuses an idle connection only when it is not at EOF
+        (so a connection the server closed while idle is replaced before anything is written), and it does not
+        retry a POST once written: if the connection then closes without an answer, the server may have seen the
+        request, so it is this request's `closed` record."""
+        try:
+            http = self._connection()
+            return _reclaim_after_interim(http.request("POST", path, body=payload, headers=headers), http)
+        except TimeoutError:
+            raise _Failure(
+                Outcome.ERROR, ErrorCategory.TIMEOUT, f"no response within {self.target.stall_timeout:g} s"
+            ) from None
+        except (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError) as e:
+            self.close()
+            raise _Failure(
+                Outcome.ERROR,
+                ErrorCategory.CLOSED,
+                f"the server closed the connection without answering ({_describe(e)}); the request was sent, "
+                "so it is not resent",
+            ) from None
+        except HTTPParseError as e:  # the answer's head is not HTTP, or ended half-way
+            self.close()
+            raise _Failure(
+                Outcome.ERROR, ErrorCategory.NOT_OPENAI, f"the server's answer is not a valid HTTP response ({e})"
+            ) from None
+        except (OSError, ssl.SSLError) as e:
+            self.close()
+            raise _Failure(Outcome.ERROR, ErrorCategory.CONNECT, _describe(e, self.target.base_url)) from None
+
+    # -- the body --------------------------------------------------------------------------------------------
+    def _read_events(self, resp: Any, s: _Stream) -> None:
+        parser = SSEParser(self.target.max_event_bytes)
+        clock = self._clock
+        on_event = self._on_event
+        watch = _StallWatch(self.target.stall_timeout)
+        try:
+            while data := _read_some(resp, watch):
+                for ev in parser.feed(data, clock()):
+                    if ev.data == "[DONE]":
+                        s.done = True
+                        s.end = ev.time
+                        return self._finish(resp, s)
+                    if ev.event == "error":
+                        message = f"error event mid-stream: {self._excerpt(ev.data)}"
+                        raise _Failure(Outcome.ERROR, ErrorCategory.STREAM_ERROR, message)
+                    on_event(ev.data, ev.time, s)
+        except EventTooLong as e:
+            raise _Failure(
+                Outcome.ERROR,
+                ErrorCategory.NOT_OPENAI,
+                f"{e} in the event stream (--max-event-bytes {self.target.max_event_bytes}); not an OpenAI stream",
+                s.status,
+            ) from None
+        except TimeoutError:
+            raise _Failure(
+                Outcome.INCOMPLETE, ErrorCategory.STALL, f"no bytes for {self.target.stall_timeout:g} s mid-stream"
+            ) from None
+        except (OSError, HTTPParseError) as e:  # reset, or the parser's "Incomplete response" for a cut body
+            raise _Failure(
+                Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, f"connection cut before [DONE] ({_describe(e)})"
+            ) from None
+        finally:
+            watch.stop()
+        s.end = clock()
+        if s.finish_reason and s.completion_tokens is not None:
+            raise _Failure(
+                Outcome.INCOMPLETE,
+                ErrorCategory.NO_DONE,
+                f"the response ended cleanly after finish_reason {s.finish_reason!r} and usage, without [DONE]",
+            )
+        raise _Failure(Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, "the response ended before [DONE]")
+
+    def _finish(self, resp: Any, s: _Stream) -> None:
+        """After [DONE]: keep the connection only if the body ends cleanly within a short grace."""
+        if not resp.message_complete:
+            clean = False
+            with gevent.Timeout(DONE_GRACE_S, False):
+                clean = _read_upto(resp, _MAX_ERROR_BODY)[1]
+            if not clean:
+                resp.release()  # closes its connection (the body did not end)
+                self.close()
+        if s.completion_tokens is None:
+            raise _Failure(
+                Outcome.INCOMPLETE,
+                ErrorCategory.NO_USAGE,
+                "stream finished without a usage chunk; token counts are estimates",
+            )
+
+    def _on_event(self, data: str, now: float, s: _Stream) -> None:
+        try:
+            obj = _loads(data)
+        except (ValueError, RecursionError):
+            raise _Failure(
+                Outcome.ERROR, ErrorCategory.BAD_JSON, f"invalid JSON in a stream event: {self._excerpt(data)}"
+            ) from None
+        if type(obj) is not dict:
+            raise _Failure(
+                Outcome.ERROR, ErrorCategory.NOT_OPENAI, f"stream event is not a JSON object: {self._excerpt(data)}"
+            )
+        if obj.get("error"):
+            raise _Failure(
+                Outcome.ERROR,
+                ErrorCategory.STREAM_ERROR,
+                f"error event mid-stream: {redact(_error_text(obj), self.target.api_key)}",
+            )
+        try:
+            _apply_chunk(obj, now, s)
+        except _Shape as e:
+            raise _Failure(
+                Outcome.ERROR,
+                ErrorCategory.NOT_OPENAI,
+                f"stream event is not an OpenAI chunk ({e}): {self._excerpt(data)}",
+            ) from None
+
+    # -- records ---------------------------------------------------------------------------------------------
+    def _excerpt(self, text: str, n: int = 120) -> str:
+        """The start of `text` for a message: redacted before it is cut, so no part of a key survives."""
+        return repr(redact(text, self.target.api_key)[:n])
+
+    def _http_error(self, status: int, raw: bytes, path: str) -> _Failure:
+        text = raw.decode("utf-8", "replace").strip()
+        obj: Any = None
+        try:
+            obj = json.loads(text)
+            text = _error_text(obj)
+        except (ValueError, RecursionError):
+            text = " ".join(text.split())
+        text = redact(text, self.target.api_key)[:200]
+        hint = ""
+        if status in (401, 403):
+            hint = " (check the API key: --api-key-env names the environment variable that holds it)"
+        elif status == 404 and _unknown_model(obj, text):
+            hint = " (the server does not serve this model: --model names one it lists at /v1/models)"
+        elif status == 404:
+            hint = f" (POST {path} not found: is --host the server's root URL, and does it serve the OpenAI API?)"
+        elif status in (429, 503):
+            hint = " (the server asks to slow down)"
+        category = ErrorCategory.HTTP_4XX if status < 500 else ErrorCategory.HTTP_5XX
+        return _Failure(Outcome.ERROR, category, f"HTTP {status}: {text}{hint}", status)
+
+    def _record(
+        self, s: _Stream, meta: RecordMeta, body: dict[str, Any], request_id: str, failure: _Failure | None
+    ) -> RequestRecord:
+        end = s.end if s.end is not None else self._clock() if s.sent is not None else None
+        prompt, completion, source = s.prompt_tokens, s.completion_tokens, None
+        if completion is not None:
+            source = "server"
+        elif s.chunk_times:
+            source = "estimate"
+            completion = estimate_tokens("".join(s.text))
+            prompt = _estimate_prompt(body)
+        chunk_tokens = tuple(s.chunk_tokens) if s.chunk_tokens and len(s.chunk_tokens) == len(s.chunk_times) else None
+        return RequestRecord(
+            **meta.record_fields(request_id),
+            endpoint="chat" if "messages" in body else "completions",
+            model=str(body.get("model", "")),
+            wall_sent=s.wall_sent,
+            sent=s.sent,
+            first_byte=s.first_byte,
+            first_token=s.chunk_times[0] if s.chunk_times else None,
+            last_token=s.chunk_times[-1] if s.chunk_times else None,
+            end=end,
+            chunk_times=tuple(s.chunk_times),
+            chunk_tokens=chunk_tokens,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cached_tokens=s.cached,
+            token_source=source,
+            max_tokens=body.get("max_tokens"),
+            finish_reason=_storable(s.finish_reason),
+            outcome=failure.outcome if failure else Outcome.OK,
+            error_category=failure.category if failure else None,
+            http_status=s.status if failure is None or failure.status is None else failure.status,
+            error_message=_storable(redact(str(failure), self.target.api_key)[:300]) if failure else None,
+            retry_after=s.retry_after,
+            redirects=s.redirects or None,
+        )
+
+
+_select = gevent.monkey.get_original("select", "select")
+
+
+def _idle_socket_alive(sock: Any) -> bool:
+    """An idle keep-alive socket is alive when it is open and not readable (readable: the server closed it, or sent
+    something unasked). geventhttpclient's check, minus gevent's yield."""
+    if sock is None:
+        return False
+    try:
+        return sock.fileno() >= 0 and not _select([sock], [], [], 0)[0]
+    except (OSError, ValueError):
+        return False
+
+
+def _storable(text: str | None) -> str | None:
+    """A server's string as a records file can hold it: a lone surrogate (sent escaped, e.g. by a gateway that cut a
+    string by UTF-16 length) is not UTF-8, and would fail the record's write; it becomes '?'."""
+    if text is None or text.isascii():
+        return text
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _loads(data: str) -> Any:
+    """JSON of a stream event: orjson (a third of the stdlib's time, and this runs for every event), with the stdlib
+    deciding what orjson refuses but Python's json reads (NaN, Infinity, lone surrogates), so what is accepted does
+    not depend on the parser. One difference stays: orjson reads an integer past 64 bits as a float, so such a
+    token count is refused (`_count`) where it would have been believed."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
+def _apply_chunk(obj: dict[str, Any], now: float, s: _Stream) -> None:
+    """Fold one chunk into the stream's state; raises _Shape for anything not shaped like an OpenAI chunk (checked
+    with `type() is`, the cheapest test, since this runs for every chunk)."""
+    choices = obj.get("choices")
+    content_here = False
+    if choices is not None:
+        if type(choices) is not list:
+            raise _Shape("choices is not a list")
+        for choice in choices:
+            if type(choice) is not dict:
+                raise _Shape("a choice is not an object")
+            delta = choice.get("delta")
+            if delta is not None:  # chat
+                if type(delta) is not dict:
+                    raise _Shape("delta is not an object")
+                piece = delta.get("content")
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            else:  # completions
+                piece, reasoning = choice.get("text"), None
+            if piece is not None:
+                if type(piece) is not str:
+                    raise _Shape("content is not a string")
+                if piece:
+                    content_here = True
+                    s.text.append(piece)
+            if reasoning:
+                if type(reasoning) is not str:
+                    raise _Shape("reasoning_content is not a string")
+                content_here = True
+            finish = choice.get("finish_reason")
+            if finish:
+                if type(finish) is not str:
+                    raise _Shape("finish_reason is not a string")
+                s.finish_reason = finish
+    if content_here:
+        s.chunk_times.append(now)
+    usage = obj.get("usage")
+    if usage is None:
+        if content_here:
+            s.chunk_tokens = None  # this server does not say how many tokens each chunk carries
+        return
+    if type(usage) is not dict:
+        raise _Shape("usage is not an object")
+    prompt = usage.get("prompt_tokens")
+    if prompt is not None:
+        s.prompt_tokens = _count(prompt, "prompt_tokens")
+    details = usage.get("prompt_tokens_details")
+    if details is not None:
+        if type(details) is not dict:
+            raise _Shape("prompt_tokens_details is not an object")
+        cached = details.get("cached_tokens")
+        if cached is not None:
+            s.cached = _count(cached, "cached_tokens")
+    completion = usage.get("completion_tokens")
+    if completion is not None:
+        completion = _count(completion, "completion_tokens")
+        if content_here and s.chunk_tokens is not None:
+            s.chunk_tokens.append(completion - s.last_usage_completion)
+        s.last_usage_completion = completion
+        s.completion_tokens = completion
+    elif content_here:
+        s.chunk_tokens = None
+
+
+def _implausible_usage(s: _Stream, max_tokens: Any) -> _Failure | None:
+    """More completion tokens than max_tokens allows is a count the answer cannot have (a proxy summing a batch, a
+    server that lies): believed, it would inflate tokens/s and deflate $ per token. Not believed: the counts become
+    flagged estimates from the text, and the record says why."""
+    n = s.completion_tokens
+    if n is None or type(max_tokens) is not int or n <= max_tokens:
+        return None
+    s.prompt_tokens = s.completion_tokens = s.chunk_tokens = None
+    return _Failure(
+        Outcome.INCOMPLETE,
+        ErrorCategory.BAD_USAGE,
+        f"usage says {n} completion tokens, more than max_tokens {max_tokens}: not believed; token counts are "
+        "estimates",
+    )
+
+
+def _count(value: Any, name: str) -> int:
+    if type(value) is not int or not 0 <= value < 1 << 63:  # a count a records file (int64) can hold
+        raise _Shape(f"usage.{name} is not a token count")
+    return value
+
+
+def _reclaim_after_interim(resp: Any, http: HTTPClient) -> Any:
+    """geventhttpclient hands the connection back to its pool when an interim 1xx response (`100 Continue`, which a
+    server may send unasked) completes, while the final response is still arriving on it: take it back. One request
+    at a time per client, and nothing ran in between: it is the pool's only idle socket."""
+    if resp._sock is None and not resp.message_complete:
+        pool = http._connection_pool
+        resp._sock, resp._pool = pool._socket_queue.get_nowait(), pool
+        pool._semaphore.acquire()
+    return resp
+
+
+class _StallWatch:
+    """A stream's stall timeout: no bytes for `limit` seconds. A timer checks every min(limit / 4, 1 s) when bytes
+    last came and throws TimeoutError into the reading greenlet, so each read waits on the socket alone: gevent's
+    socket timeout makes, starts and cancels a Timeout around every wait (that, with the recv that fails first, was a
+    quarter to a third of a streamed token's cost)."""
+
+    __slots__ = ("_reader", "_timer", "last", "limit")
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.last = time.monotonic()
+        self._reader = gevent.getcurrent()
+        period = min(limit / 4, 1.0)
+        self._timer = gevent.get_hub().loop.timer(period, period)
+        self._timer.start(self._check)
+
+    def _check(self) -> None:  # in the hub, while the reader waits
+        if time.monotonic() - self.last >= self.limit:
+            self.stop()
+            self._reader.throw(TimeoutError())
+
+    def stop(self) -> None:
+        self._timer.close()
+
+
+def _read_some(resp: Any, watch: _StallWatch | None = None) -> bytes:
+    """The body bytes that have arrived (waiting for at least one), or b"" at the body's end.
+
+    geventhttpclient's response offers `readline` (which rescans its whole buffer after every read: quadratic in a
+    long line, and blind to CR line ends) and `read(n)` (which waits for n bytes); this reads what is there,
+    through the response's own parser (chunked framing, Content-Length, close-delimited bodies). With a `watch`, a
+    plain socket is read by waiting for it to be readable and then one `recv` (a stream's next event is nearly always
+    still on its way: gevent's `recv` would try, fail with EAGAIN, then wait and try again) under the watch's stall
+    timeout; TLS goes through gevent's socket, whose buffered bytes a readable check cannot see."""
+    buf = resp._body_buffer
+    while not buf:
+        if resp.message_complete:
+            return b""
+        sock = resp._sock
+        if sock is None:
+            raise HTTPConnectionClosed("connection closed")
+        try:
+            if watch is not None and type(sock) is _PLAIN_SOCKET:
+                sock.hub.wait(sock._read_event)
+                try:
+                    data = sock._sock.recv(_RECV_BYTES)
+                except BlockingIOError:  # woken without data after all
+                    continue
+            else:
+                data = sock.recv(_RECV_BYTES)
+            if watch is not None:
+                watch.last = time.monotonic()
+            resp.feed(data)  # b"" at EOF: ends a close-delimited body, raises "Incomplete response" otherwise
+        except BaseException:
+            resp.release()
+            raise
+        if len(data) == _RECV_BYTES:
+            gevent.sleep(0)  # a flood: let the other streams of this process read (and stamp) theirs meanwhile
+    data = bytes(buf)
+    del buf[:]
+    return data
+
+
+def _read_upto(resp: Any, limit: int) -> tuple[bytes, bool]:
+    """The rest of a body, up to about `limit` bytes, and whether the body ended cleanly there (a cut, a stall or a
+    longer body leave what arrived and False)."""
+    parts: list[bytes] = []
+    seen = 0
+    try:
+        while data := _read_some(resp):
+            parts.append(data)
+            seen += len(data)
+            if seen > limit:
+                return b"".join(parts), False
+    except (OSError, HTTPParseError):
+        return b"".join(parts), False
+    return b"".join(parts), True
+
+
+def _header(resp: Any, name: str) -> str:
+    value = resp.get(name)
+    if isinstance(value, list):  # a duplicated header
+        value = value[0] if value else None
+    return value or ""
+
+
+def _default_port(scheme: str) -> int | None:
+    return {"http": 80, "https": 443}.get(scheme)
+
+
+def _retry_after(value: str) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None or when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - time.time()
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def _unknown_model(obj: Any, text: str) -> bool:
+    """A 404 that says the model is unknown (vLLM: "The model `x` does not exist."; OpenAI: model_not_found)."""
+    err = obj.get("error") if isinstance(obj, dict) else None
+    if isinstance(err, dict) and err.get("code") == "model_not_found":
+        return True
+    return "model" in text.lower()
+
+
+def _estimate_prompt(body: dict[str, Any]) -> int:
+    if "messages" in body:
+        return sum(estimate_tokens(str(m.get("content", ""))) for m in body["messages"])
+    return estimate_tokens(str(body.get("prompt", "")))
+
+
+def _error_text(obj: Any) -> str:
+    """The human part of an OpenAI/vLLM/FastAPI error body."""
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, dict):
+            for key in ("message", "detail", "msg"):
+                if err.get(key):
+                    return str(err[key])
+        elif err:
+            return str(err)
+        if obj.get("detail"):
+            return str(obj["detail"])
+    return json.dumps(obj)[:200]
+
+
+def _describe(e: BaseException, url: str | None = None) -> str:
+    if isinstance(e, ConnectionRefusedError) or getattr(e, "errno", None) == errno.ECONNREFUSED:
+        what = "connection refused"
+    elif isinstance(e, socket.gaierror):
+        what = "host name not found"
+    elif isinstance(e, ssl.SSLError):
+        what = f"TLS error: {getattr(e, 'reason', None) or e}"
+    elif isinstance(e, ConnectionResetError):
+        what = "connection reset"
+    elif isinstance(e, HTTPConnectionClosed):
+        what = "connection closed"
+    else:
+        what = str(e) or type(e).__name__
+    return f"{what} ({url})" if url else what

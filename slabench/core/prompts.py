@@ -1,0 +1,195 @@
+"""Prompt sources for the generic chat replay user: synthetic N-token prompts, or a JSONL file of chat requests.
+
+Synthetic prompts are sized so that the *server* counts N prompt tokens (its `usage.prompt_tokens`, chat template
+included), not the project's estimator:
+- with the served model's tokenizer (`--tokenizer DIR`, `TokenizerSizer`): counted exactly, as the server counts;
+- without it (`UsageSizer`): calibrated from the server's own counts: after each answered request, the ratio of its
+  `prompt_tokens` to the estimator's count of what was sent; the next prompts aim at N ÷ the median ratio of the
+  last ones. The first request goes out at N estimator tokens. The ratio is held at or above `MIN_RATIO`: no real
+  tokenizer counts our vocabulary at half a token a word, so a lower one means the server's count does not follow
+  the prompt (a fixed or truncated count); aiming by it would double the prompt on every answer, without bound.
+Records keep the server's count: it is the truth, the target is only what was aimed at.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import statistics
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from slabench.core.errors import UserError
+from slabench.core.files import read_text
+from slabench.core.tokens import MIN_RATIO
+
+log = logging.getLogger("slabench")
+
+_VOCAB = (
+    "order refund return warranty exchange delivery package invoice receipt customer agent account store card "
+    "payment shipping address status tracking policy item size colour price discount coupon loyalty points "
+    "subscription cancel replace damaged missing late early manager supervisor transfer hold callback survey "
+    "please thank you sorry help check confirm verify explain understand process request number date week day"
+).split()
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    messages: list[dict]
+    item_id: str | None = None
+    max_tokens: int | None = None
+    estimate_tokens: int | None = None  # synthetic: the estimator's count of the content sent
+
+
+class PromptSource(Protocol):
+    def next(self, rng: random.Random) -> Prompt: ...
+
+    def observe(self, prompt: Prompt, server_prompt_tokens: int | None) -> None: ...
+
+
+def synthetic_text(n_tokens: int, rng: random.Random) -> str:
+    """Exactly `n_tokens` tokens by the project's estimator (`slabench.core.tokens`): every vocabulary word is one."""
+    return " ".join(rng.choices(_VOCAB, k=n_tokens))
+
+
+class PromptSizer(Protocol):
+    def content(self, n_tokens: int, rng: random.Random) -> str:
+        """A user message for which the server counts about `n_tokens` prompt tokens: one-token pieces (words,
+        letters, digits) joined by single spaces, so the estimator's count is the number of pieces."""
+
+    def observe(self, estimate_tokens: int, server_prompt_tokens: int) -> None:
+        """The server counted `server_prompt_tokens` for a message of `estimate_tokens` estimator tokens."""
+
+
+class UsageSizer:
+    """Aims at N server tokens through the server's own counts (see the module doc). Shared by a process's users."""
+
+    def __init__(self, window: int = 32) -> None:
+        self._ratios: deque[float] = deque(maxlen=window)
+        self._lock = threading.Lock()
+        self._warned = False
+        self.ratio = 1.0  # server tokens per estimator token: the median of the last answers, never below MIN_RATIO
+
+    def content(self, n_tokens: int, rng: random.Random) -> str:
+        return synthetic_text(max(1, round(n_tokens / self.ratio)), rng)
+
+    def observe(self, estimate_tokens: int, server_prompt_tokens: int) -> None:
+        if estimate_tokens <= 0 or server_prompt_tokens <= 0:
+            return
+        with self._lock:
+            self._ratios.append(server_prompt_tokens / estimate_tokens)
+            ratio = statistics.median(self._ratios)
+            if ratio < MIN_RATIO and not self._warned:
+                self._warned = True
+                log.warning(
+                    "slabench: the server counts %.2f prompt tokens per word sent: its usage.prompt_tokens does not "
+                    "follow the prompt's length (a fixed or truncated count?); prompts stay at %d%% of the asked "
+                    "length instead of growing without bound (--tokenizer DIR sizes them exactly)",
+                    ratio,
+                    100 / MIN_RATIO,
+                )
+            self.ratio = max(ratio, MIN_RATIO)
+
+
+class TokenizerSizer:
+    """N server tokens, counted with the served model's tokenizer and chat template (`ChatTokenizer`): words until
+    the count is reached, then the last few swapped for pieces (words, letters, digits) whose costs fill the gap
+    exactly. Space-separated pieces cost what they cost alone (the tokenizer splits at spaces first), and every
+    result is counted again."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.overhead = tokenizer.count([{"role": "user", "content": ""}])  # the template around the message
+        self._cost = {w: tokenizer.count_text(" " + w) for w in _VOCAB}  # a piece keeps its leading space
+        pieces = list(_VOCAB) + list("abcdefghijklmnopqrstuvwxyz0123456789")
+        self._by_cost: dict[int, list[str]] = {}
+        for w in pieces:
+            self._by_cost.setdefault(tokenizer.count_text(" " + w), []).append(w)
+
+    def content(self, n_tokens: int, rng: random.Random) -> str:
+        target = max(1, n_tokens - self.overhead)
+        words: list[str] = []
+        total = 0
+        while total < target:
+            w = rng.choice(_VOCAB)
+            words.append(w)
+            total += self._cost[w]
+        count = self._count(words)
+        for _ in range(8):  # a few rounds of: drop words until at or below the target, then fill the gap exactly
+            if count == target:
+                break
+            while count > target and len(words) > 1:
+                words.pop()
+                count = self._count(words)
+            words += self._fill(target - count, rng)
+            count = self._count(words)
+        return " ".join(words)
+
+    def _fill(self, gap: int, rng: random.Random) -> list[str]:
+        """Pieces whose costs sum to `gap` (fewest pieces; none if no combination does)."""
+        if gap <= 0:
+            return []
+        best: list[list[int] | None] = [[]] + [None] * gap  # best[g]: costs summing to g
+        for g in range(1, gap + 1):
+            for c in self._by_cost:
+                if c <= g and best[g - c] is not None and (best[g] is None or len(best[g - c]) + 1 < len(best[g])):
+                    best[g] = [*best[g - c], c]
+        return [rng.choice(self._by_cost[c]) for c in best[gap] or []]
+
+    def _count(self, words: list[str]) -> int:
+        return self.tokenizer.count_text(" ".join(words))
+
+    def observe(self, estimate_tokens: int, server_prompt_tokens: int) -> None:
+        pass  # the tokenizer is the server's: nothing to learn
+
+
+@dataclass(frozen=True)
+class SyntheticPrompts:
+    prompt_tokens: int = 512
+    sizer: PromptSizer | None = None  # None: the estimator's count (what the embedded simulator counts)
+
+    def next(self, rng: random.Random) -> Prompt:
+        text = self.sizer.content(self.prompt_tokens, rng) if self.sizer else synthetic_text(self.prompt_tokens, rng)
+        # Every piece a sizer uses (a vocabulary word, letter or digit) is one estimator token: count the spaces.
+        return Prompt([{"role": "user", "content": text}], estimate_tokens=text.count(" ") + 1 if text else 0)
+
+    def observe(self, prompt: Prompt, server_prompt_tokens: int | None) -> None:
+        """Feed the server's count of an answered prompt back to the sizer."""
+        if self.sizer is not None and server_prompt_tokens and prompt.estimate_tokens:
+            self.sizer.observe(prompt.estimate_tokens, server_prompt_tokens)
+
+
+class FilePrompts:
+    """Replays a JSONL file, a line per request: ``{"messages": [...], "id": "...", "max_tokens": N}``
+    (id and max_tokens optional)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.prompts: list[Prompt] = []
+        p = Path(path)
+        try:
+            lines = read_text(p).splitlines()
+        except UserError as e:
+            raise UserError(f"--prompts {e}") from None
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                messages = row["messages"]
+                if not isinstance(messages, list) or not all(isinstance(m, dict) and "content" in m for m in messages):
+                    raise ValueError("`messages` must be a list of {role, content} objects")
+            except (ValueError, KeyError, TypeError) as e:
+                raise UserError(f'{p}:{n}: {e}; expected {{"messages": [{{"role": ..., "content": ...}}]}}') from None
+            self.prompts.append(Prompt(messages, str(row.get("id", n)), row.get("max_tokens")))
+        if not self.prompts:
+            raise UserError(f"--prompts {p}: the file has no prompts")
+
+    def next(self, rng: random.Random) -> Prompt:
+        return rng.choice(self.prompts)
+
+    def observe(self, prompt: Prompt, server_prompt_tokens: int | None) -> None:
+        pass  # a file's prompts are what they are

@@ -1,0 +1,163 @@
+"""Scrape the target's server metrics during every Locust run (master or local runner only; workers never do).
+
+When the record hub has started a run (its `run_started`: the sink is open, no user has started) a poller process
+(`python -m slabench.evidence.scrape`) takes the baseline scrape, then one a second; when the hub stops the run it
+takes the
+closing scrape (`stop_scrape`) and exits, leaving `server_metrics.jsonl` beside the records.
+
+Options: `--server-metrics URL|off` (default: the --host's `/metrics`), `--server-metrics-interval S` (default 1).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import gevent
+from gevent import subprocess
+from locust import events
+from locust.runners import WorkerRunner
+
+from slabench.core.errors import UserError
+from slabench.evidence.scrape import FILE_NAME, metrics_url
+
+log = logging.getLogger("slabench")
+READY_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 20.0
+
+
+def add_options(parser: Any) -> None:
+    g = parser.add_argument_group("slabench server metrics")
+    g.add_argument(
+        "--server-metrics",
+        default="",
+        help="Prometheus URL to scrape during the run ('off' to skip); default: the target's /metrics",
+    )
+    g.add_argument("--server-metrics-interval", type=float, default=1.0, help="seconds between scrapes")
+
+
+def check_option(value: str) -> str | None:
+    """What is wrong with a --server-metrics value, or None."""
+    v = value.strip()
+    if not v or v.lower() == "off":
+        return None
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"--server-metrics {v!r}: expected 'off' or a URL like http://10.0.0.5:8000/metrics"
+    return None
+
+
+def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
+    problem = check_option(getattr(environment.parsed_options, "server_metrics", "") or "")
+    if problem:
+        log.error("slabench: %s", problem)
+        raise SystemExit(UserError.exit_code)
+    if runner is not None and not isinstance(runner, WorkerRunner):  # workers never scrape
+        environment.slabench.run_started.append(lambda: _on_run_started(environment))
+
+
+def target_url(environment: Any) -> str | None:
+    """The metrics URL to scrape, or None when scraping is off or there is no target."""
+    choice = (getattr(environment.parsed_options, "server_metrics", "") or "").strip()
+    if choice.lower() == "off":
+        return None
+    if choice:
+        return choice
+    host = environment.host or next((u.host for u in environment.user_classes if getattr(u, "host", None)), None)
+    return metrics_url(host) if host else None
+
+
+def poller_argv(url: str, out: Path, run_id: str, opts: Any, target_host: str | None) -> list[str]:
+    """The poller's command line. The API key goes (by variable name, never on argv) only to the target's own
+    host: a --server-metrics URL elsewhere must not receive it."""
+    argv = [sys.executable, "-m", "slabench.evidence.scrape", "--url", url, "--out", str(out), "--run-id", run_id]
+    argv += ["--interval", str(getattr(opts, "server_metrics_interval", 1.0)), "--stdin-control"]
+    same_host = bool(target_host) and urlsplit(url).netloc == urlsplit(target_host).netloc
+    if same_host and getattr(opts, "api_key_env", ""):
+        argv += ["--api-key-env", opts.api_key_env]
+    if getattr(opts, "insecure", False):
+        argv.append("--insecure")
+    return argv
+
+
+class ScrapeProcess:
+    """One poller process for one run."""
+
+    def __init__(self, url: str, out: Path, run_id: str, opts: Any, target_host: str | None) -> None:
+        self.url, self.out = url, out
+        argv = poller_argv(url, out, run_id, opts, target_host)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.summary = ""
+
+    def wait_ready(self) -> bool:
+        """Block (cooperatively) until the baseline scrape was attempted."""
+        with gevent.Timeout(READY_TIMEOUT_S, False):
+            line = self.proc.stdout.readline()
+            if line.startswith("slabench-scrape ready"):
+                return True
+            # It exited before its first scrape (its own error is already on stderr).
+            log.warning("slabench: the server-metrics poller did not start; the run goes on without server metrics")
+            return False
+        log.warning("slabench: the server-metrics poller did not report ready in %.0f s", READY_TIMEOUT_S)
+        return False
+
+    def stop(self) -> str:
+        """Ask for the closing scrape and wait for the poller to exit; returns its summary line."""
+        try:
+            self.proc.stdin.write("stop\n")
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # it already exited (no metrics at the URL)
+        with gevent.Timeout(STOP_TIMEOUT_S, False):
+            for line in self.proc.stdout:
+                if line.startswith("slabench-scrape done"):
+                    self.summary = line.removeprefix("slabench-scrape done").strip()
+            self.proc.wait()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        return self.summary
+
+
+def _on_run_started(environment: Any) -> None:
+    """The hub's run_started (master or local runner): its sink is open, no user has started yet."""
+    hub = environment.slabench
+    _stop(environment)  # a previous run's poller that never saw its test_stop
+    url = target_url(environment)
+    if url is None:
+        return
+    assert hub.store.sink is not None  # run_started comes after the sink is opened
+    proc = ScrapeProcess(
+        url, hub.store.sink.path.parent / FILE_NAME, hub.run_id, environment.parsed_options, environment.host
+    )
+    environment.slabench_scrape = proc
+    proc.wait_ready()
+
+
+def stop_scrape(environment: Any) -> None:
+    """Take the run's closing scrape now and stop the poller (the record hub calls this before it writes the run's
+    status, which reconciles the records with the server's request count); a no-op when no poller runs."""
+    _stop(environment)
+
+
+def _stop(environment: Any) -> None:
+    proc: ScrapeProcess | None = getattr(environment, "slabench_scrape", None)
+    if proc is None:
+        return
+    environment.slabench_scrape = None
+    summary = proc.stop()
+    if summary:
+        log.info("slabench: server metrics: %s", summary)
+
+
+def install(hooks: Any = events) -> None:
+    """Register on Locust's hooks once (idempotent), from `slabench.locust.plugin.install` (the hub exists at init)."""
+    if getattr(hooks, "_slabench_scrape_installed", False):
+        return
+    hooks._slabench_scrape_installed = True
+    hooks.init_command_line_parser.add_listener(add_options)
+    hooks.init.add_listener(_on_init)
+    hooks.quitting.add_listener(lambda environment, **_: _stop(environment))  # the hub's stop takes the closing scrape
