@@ -1,8 +1,7 @@
 """The JSON Schemas slabench publishes for the files a user writes or reads, generated from the typed models: the SLA
 contract (sla/schema/sla.schema.json, beside the contracts, for editors), and summary.json, verdict.json and
 run_status.json (docs/*.schema.json). ``python -m slabench.commands.published_schemas`` writes them; ``--check`` names
-the
-stale ones and exits 1 (a unit test keeps them current)."""
+the stale ones and exits 1 (a unit test keeps them current)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@
     slabench recover w1/.slabench-spool/<run-id> w2/... --out runs/<run-id>/records.parquet
 
 Each worker journals every request it starts and every record it makes (`slabench.locust.spool`), and stops its load a
-few
-seconds after it loses its master (``--master-lost-timeout``). This merges the journals — and the master's own
+few seconds after it loses its master (``--master-lost-timeout``). This merges the journals — and the master's own
 records file, if it exists at ``--out`` — into one records file with each request once: its record, or a
 `lost_with_worker` stand-in (with its real request id) for a request that began and never got one. Beside it,
 ``run_status.json`` says the run is degraded (master lost) and reconciles the records with the server's request

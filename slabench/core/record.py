@@ -2,8 +2,8 @@
 
 Raw timestamps only (monotonic `time.perf_counter()` seconds, plus one wall-clock anchor); every metric is derived in
 `slabench.core.metrics`. Records are frozen and versioned (`kind`, `schema_version`, `schema_minor`: see
-slabench.core.schema);
-the schema only gains fields, and a record of another major version, or one missing a required field, is refused.
+slabench.core.schema); the schema only gains fields, and a record of another major version, or one missing a required
+field, is refused.
 """
 
 from __future__ import annotations

@@ -43,8 +43,7 @@ class Saturation(_Model):
     sim_span_s: float = 0.0  # over this much of the run
     sim_late_steps: int = 0
     # The load generator's event loop (slabench.evidence.starvation): its late wake-ups over the run, and its wait for
-    # a CPU
-    # (Linux), in the local runner or the worker whose loop ran late the longest. loop_span_s 0: not measured.
+    # a CPU (Linux), in the local runner or the worker whose loop ran late the longest. loop_span_s 0: not measured.
     loop_late_s: float = 0.0
     loop_late_max_s: float = 0.0
     loop_span_s: float = 0.0

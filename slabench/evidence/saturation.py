@@ -4,8 +4,7 @@ Latencies measured on a starved machine measure the machine: a stream's chunks w
 loop gets the CPU back, and an open-loop request goes out late. The watch counts what Locust itself sees (its
 5-second CPU samples above 90 %, per process, and the master's flag for its workers), how late open-loop requests
 went out, and how late the load generator's event loop ran (`slabench.evidence.starvation`: a process kept off the
-cores by
-others uses little CPU itself, so Locust's check misses it); `run_status.json` carries the figures, and the SLA
+cores by others uses little CPU itself, so Locust's check misses it); `run_status.json` carries the figures, and the SLA
 contract's `measurement` policy judges them.
 """
 

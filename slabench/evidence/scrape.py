@@ -14,13 +14,12 @@ then the new value). Values are summed over label sets (engines, models); `kv_ca
 Metric names are vLLM V1's (`vllm:` prefix); the embedded simulator serves the same names.
 
 The poller runs as its own process (`python -m slabench.evidence.scrape`), started and stopped by
-`slabench.locust.scrape`:
-parsing vLLM's ~56 KB exposition takes ~8–15 ms of CPU, which inside Locust's event loop would delay the timestamps
-of stream chunks arriving meanwhile. Protocol with the parent (`--stdin-control`): one line on stdout once the first
-scrape was attempted (so the baseline is taken before any request goes out), then a line `stop` or EOF on stdin (or
-SIGTERM) makes it take a closing scrape, print a summary line and exit. By hand (`slabench scrape`), Ctrl-C stops
-it. A missing `/metrics` (404, or not Prometheus text) is one warning line on stderr, and no file: the run goes on
-without server metrics.
+`slabench.locust.scrape`: parsing vLLM's ~56 KB exposition takes ~8–15 ms of CPU, which inside Locust's event loop would
+delay the timestamps of stream chunks arriving meanwhile. Protocol with the parent (`--stdin-control`): one line on
+stdout once the first scrape was attempted (so the baseline is taken before any request goes out), then a line `stop` or
+EOF on stdin (or SIGTERM) makes it take a closing scrape, print a summary line and exit. By hand (`slabench scrape`),
+Ctrl-C stops it. A missing `/metrics` (404, or not Prometheus text) is one warning line on stderr, and no file: the run
+goes on without server metrics.
 """
 
 from __future__ import annotations

@@ -4,13 +4,11 @@
 (at `environment.slabench`) turns every record into one Locust request event (its own table and header count each
 request once; TTFT / ITL / TPOT rows beside it) and routes it; each job is a small part of its own:
 - local runner and master: `slabench.locust.record_store.RecordStore` stores each request once and hands it to the
-listeners
-  (the saturation watch, `slabench.locust.refusals.RefusalWatch`, the live web view, the open-loop shapes);
+  listeners (the saturation watch, `slabench.locust.refusals.RefusalWatch`, the live web view, the open-loop shapes);
 - worker: `slabench.locust.shipping.Shipper` spools every record and ships batches to the master;
 - master: `slabench.locust.intake.MasterIntake` stores the workers' batches; on stop it asks every worker to stop its
-users
-  and ship what it holds, waits for each final batch (workers missing heartbeats: `slabench.locust.worker_watch`) and
-  accounts for the workers that sent none, so the record count equals the count of requests issued.
+  users and ship what it holds, waits for each final batch (workers missing heartbeats: `slabench.locust.worker_watch`)
+  and accounts for the workers that sent none, so the record count equals the count of requests issued.
 The hub itself keeps the run's identity and lifecycle and writes `run_status.json`.
 """
 

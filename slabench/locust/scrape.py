@@ -2,8 +2,7 @@
 
 When the record hub has started a run (its `run_started`: the sink is open, no user has started) a poller process
 (`python -m slabench.evidence.scrape`) takes the baseline scrape, then one a second; when the hub stops the run it
-takes the
-closing scrape (`stop_scrape`) and exits, leaving `server_metrics.jsonl` beside the records.
+takes the closing scrape (`stop_scrape`) and exits, leaving `server_metrics.jsonl` beside the records.
 
 Options: `--server-metrics URL|off` (default: the --host's `/metrics`), `--server-metrics-interval S` (default 1).
 """

@@ -1,6 +1,5 @@
 """Worker: every record, and every request as it starts, goes to this run's spool first (`slabench.locust.spool`), then
-to
-the master in batches with what is in flight; the spool is removed once the master confirms it holds the records.
+to the master in batches with what is in flight; the spool is removed once the master confirms it holds the records.
 If the master is lost, the load stops and the spool stays for `slabench recover`."""
 
 from __future__ import annotations

@@ -5,8 +5,7 @@
     ... --burst-time-scale 10        # 10× faster over every 10th item: the same request rate, 1/10 of the time
 
 Open loop (slabench/locust/openloop.py): with N workers the queue is split so every item is sent exactly once, against
-one
-start time. Each record carries `scheduled` and `sent` (lateness = sent − scheduled), the item id and account, and
+one start time. Each record carries `scheduled` and `sent` (lateness = sent − scheduled), the item id and account, and
 stage_repeat = --burst-repeat, stage_phase = "hold".
 """
 

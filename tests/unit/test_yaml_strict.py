@@ -1,7 +1,6 @@
 """One YAML loader for the whole project (`slabench.core.yamlio`): a key given twice in one mapping is an error naming
-the
-file, both lines and the key (YAML's "last one wins" once turned a FAIL into a PASS); non-UTF-8 or binary content and
-syntax errors are one-line errors naming the file and line. Checked at every entry point that reads YAML."""
+the file, both lines and the key (YAML's "last one wins" once turned a FAIL into a PASS); non-UTF-8 or binary content
+and syntax errors are one-line errors naming the file and line. Checked at every entry point that reads YAML."""
 
 from __future__ import annotations
 
