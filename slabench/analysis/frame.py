@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slabench.analysis.columns import itl_arrays, read_table, request_times
+from slabench.core.extras import require
 from slabench.core.sinks import ARROW_SCHEMA
 
 if TYPE_CHECKING:
@@ -29,7 +30,8 @@ FIELDS = [f.name for f in ARROW_SCHEMA]  # every record field; the list ones onl
 
 def records_frame(path: str | Path) -> pd.DataFrame:
     """The records at `path` (.jsonl, or a .parquet file or directory), checked as `slabench aggregate` checks them,
-    with each request's derived times."""
+    with each request's derived times. Needs pandas (`pip install 'slabench[pandas]'`)."""
+    require("pandas", "records_frame (records as a pandas DataFrame)")
     table = read_table(path, FIELDS)
     _, itl_mean = itl_arrays(table.column("chunk_times"), table.column("chunk_tokens"))
     df: pd.DataFrame = table.drop_columns(list(LIST_COLUMNS)).to_pandas()  # pyarrow has no stubs

@@ -1,7 +1,7 @@
 """The optional parts of slabench and the pip extra that brings each (pyproject.toml): the core measures, aggregates
 and grades; `report` draws the plots, `platform` talks to Kubernetes and Helm, `weights` to S3, `tokenizer` counts
-with the served model's tokenizer. Using a part whose package is missing is one line naming the install command,
-never a traceback."""
+with the served model's tokenizer, `pandas` reads records as a DataFrame. Using a part whose package is missing is
+one line naming the install command, never a traceback."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ EXTRA = {
     "pyhelm3": "platform",
     "boto3": "weights",
     "tokenizers": "tokenizer",
+    "pandas": "pandas",
 }
 
 

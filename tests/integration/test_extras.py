@@ -1,8 +1,8 @@
-"""The core works without the optional extras (pyproject.toml: report, platform, weights, tokenizer), and a part
+"""The core works without the optional extras (pyproject.toml: report, platform, weights, tokenizer, pandas), and a part
 that needs a missing one says which `pip install` brings it, in one line with exit 3, never a traceback.
 
-Each command runs in its own interpreter with the extras' packages made unimportable (`sys.modules[name] = None`,
-which is what Python does for a package that is not installed: `import` raises ModuleNotFoundError)."""
+Each command runs in its own interpreter with the extras' packages made unimportable (a finder first on
+`sys.meta_path` raises ModuleNotFoundError for them, as `import` does for a package that is not installed)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,17 @@ from tests.analysis_helpers import rec, write_run
 from tests.integration.test_plan_cli import files
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRAS = ("matplotlib", "kubernetes", "pyhelm3", "boto3", "botocore", "tokenizers")
-BLOCK = f"import sys; sys.modules.update(dict.fromkeys({EXTRAS!r}))\n"
+EXTRAS = ("matplotlib", "kubernetes", "pyhelm3", "boto3", "botocore", "tokenizers", "pandas")
+# A finder that says "not installed" for the extras' packages, as an interpreter without them does (a None in
+# sys.modules is not the same: pyarrow's pandas shim reads it as a broken pandas and fails).
+BLOCK = (
+    "import sys\n"
+    "class _Absent:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    f"        if name.split('.')[0] in {EXTRAS!r}:\n"
+    "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+    "sys.meta_path.insert(0, _Absent())\n"
+)
 
 
 def without_extras(code: str, *args: str) -> subprocess.CompletedProcess:
@@ -94,3 +103,18 @@ def test_a_part_whose_extra_is_missing_names_the_install_command(tmp_path, args,
     r = slabench(*[a.format(tmp=tmp_path) for a in args])
     assert (r.returncode, r.stdout) == (3, ""), r.stderr
     assert r.stderr.strip().endswith(message) and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_records_frame_without_pandas_names_the_extra(tmp_path):
+    write_run(tmp_path / "s", 1, 1, [rec(float(i)) for i in range(3)])
+    r = without_extras(
+        "from slabench.analysis.frame import records_frame\n"
+        "from slabench.core.errors import UserError\n"
+        "try:\n"
+        "    records_frame(sys.argv[1])\n"
+        "except UserError as e:\n"
+        "    print(e)\n",
+        str(tmp_path / "s" / "1" / "1" / "records.jsonl"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert "needs pandas, which is not installed: pip install 'slabench[pandas]'" in r.stdout
