@@ -3,8 +3,8 @@
 gevent StreamServer + h11 (the HTTP/1.1 state machine): one greenlet per connection, one greenlet that runs the
 engine's step loop. The step loop writes the chunks of plain streams to their sockets itself (`_DirectStream`: no
 greenlet switch per token, the hot path) and queues the emissions of other replies (unary, faults, HTTP/1.0) to
-their connection's greenlet. Routes: POST /v1/chat/completions and
-/v1/completions (streaming or not), GET /v1/models, /health, /metrics (vLLM's metric names).
+their connection's greenlet. Routes: POST /v1/chat/completions, /v1/completions and /v1/responses (the Responses
+API's typed events; streaming or not), GET /v1/models, /health, /metrics (vLLM's metric names).
 """
 
 from __future__ import annotations
@@ -251,8 +251,8 @@ class SimServer:
             self.metrics.set_step_counts(self.steps, self.late_steps, self.late_s, idle_late_s)
             data = self.metrics.render()
             return _send(sock, conn, 200, data, "text/plain; version=0.0.4; charset=utf-8")
-        if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
-            return self._completion(sock, conn, req, body, chat=path.endswith("chat/completions"))
+        if method == "POST" and path in _APIS:
+            return self._completion(sock, conn, req, body, _APIS[path])
         return _send_json(sock, conn, 404, _error(f"no route for {method} {path}", "NotFoundError", 404))
 
     def _models(self) -> dict:
@@ -260,8 +260,9 @@ class SimServer:
         card = {"id": c.model, "object": "model", "owned_by": "slabench", "max_model_len": c.max_model_len}
         return {"object": "list", "data": [card]}
 
-    def _completion(self, sock: Any, conn: h11.Connection, req: h11.Request, body: bytes, chat: bool) -> None:
+    def _completion(self, sock: Any, conn: h11.Connection, req: h11.Request, body: bytes, api: str) -> None:
         c = self.config
+        chat = api != "completions"  # a Responses request is read as the chat request it amounts to
         self.metrics.received.inc()
         if c.api_key is not None:
             auth = dict(req.headers).get(b"authorization", b"").decode()
@@ -271,6 +272,8 @@ class SimServer:
             params = json.loads(body)
             if not isinstance(params, dict):
                 raise ValueError("body is not a JSON object")
+            if api == "responses":
+                params = _responses_as_chat(params)
             prompt_text = _prompt_text(params, chat)
         except (ValueError, TypeError, KeyError) as e:
             return _send_json(sock, conn, 400, _error(f"invalid request: {e}", "BadRequestError", 400))
@@ -314,7 +317,10 @@ class SimServer:
         include_usage, continuous = (
             usage_ok and bool(opts.get(k)) for k in ("include_usage", "continuous_usage_stats")
         )
-        call = _Call(sim, chat, c.model, include_usage, continuous, answer)
+        if api == "responses":
+            call: _Call = _ResponsesCall(sim, True, c.model, usage_ok, False, answer)
+        else:
+            call = _Call(sim, chat, c.model, include_usage, continuous, answer)
         start = time.perf_counter()
         direct = stream and fault is None and conn.their_http_version == b"1.1"
         out = _DirectStream(sock.fileno(), call, self.metrics, start) if direct else gevent.queue.Queue()
@@ -547,6 +553,90 @@ class _Call:
             "choices": [choice],
             "usage": self.usage(),
         }
+
+
+class _ResponsesCall(_Call):
+    """The OpenAI Responses API's stream: typed events (`event: <type>` and a JSON `data:` with the same `type` and
+    a rising `sequence_number`), the text as `response.output_text.delta` events, and `response.completed` with the
+    whole response and its usage as the end (no `[DONE]`)."""
+
+    __slots__ = ("item", "seq")
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.id = "resp_" + self.req.request_id
+        self.item = "msg_" + self.req.request_id
+        self.seq = 0
+
+    def _event(self, kind: str, **fields: Any) -> bytes:
+        data = json.dumps({"type": kind, "sequence_number": self.seq, **fields}, separators=(",", ":"))
+        self.seq += 1
+        return b"event: %b\ndata: %b\n\n" % (kind.encode(), data.encode())
+
+    def _response(self, status: str) -> dict:
+        done = status == "completed"
+        text = {"type": "output_text", "text": "".join(self.texts), "annotations": []}
+        message = {"id": self.item, "type": "message", "role": "assistant", "status": status, "content": [text]}
+        usage = {
+            "input_tokens": self.req.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": self.completion,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": self.req.prompt_tokens + self.completion,
+        }
+        return {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created,
+            "status": status,
+            "model": self.model,
+            "output": [message] if done else [],
+            "usage": usage if done and self.include_usage else None,
+        }
+
+    def chunk_events(self, em: Emission) -> bytes:
+        out = b""
+        where = {"item_id": self.item, "output_index": 0, "content_index": 0}
+        if self.completion == 0:
+            item = {"id": self.item, "type": "message", "role": "assistant", "status": "in_progress", "content": []}
+            out = (
+                self._event("response.created", response=self._response("in_progress"))
+                + self._event("response.output_item.added", output_index=0, item=item)
+                + self._event("response.content_part.added", **where, part={"type": "output_text", "text": ""})
+            )
+        return out + self._event("response.output_text.delta", **where, delta=self.account(em))
+
+    def final_events(self) -> bytes:
+        where = {"item_id": self.item, "output_index": 0, "content_index": 0}
+        text = "".join(self.texts)
+        response = self._response("completed")
+        return (
+            self._event("response.output_text.done", **where, text=text)
+            + self._event("response.content_part.done", **where, part={"type": "output_text", "text": text})
+            + self._event("response.output_item.done", output_index=0, item=response["output"][0])
+            + self._event("response.completed", response=response)
+        )
+
+    def unary_body(self) -> dict:
+        return self._response("completed")
+
+
+_APIS = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/responses": "responses"}
+
+
+def _responses_as_chat(params: dict) -> dict:
+    """A Responses request as the chat request it amounts to: `instructions` the system message, `input` (a string
+    or a list of {role, content} messages) the rest, `max_output_tokens` the cap."""
+    given = params.get("input")
+    if isinstance(given, str):
+        messages = [{"role": "user", "content": given}]
+    elif isinstance(given, list) and given and all(isinstance(m, dict) for m in given):
+        messages = list(given)
+    else:
+        raise ValueError("`input` must be a string or a non-empty list of messages")
+    if params.get("instructions"):
+        messages.insert(0, {"role": "system", "content": str(params["instructions"])})
+    return {**params, "messages": messages, "max_tokens": params.get("max_output_tokens")}
 
 
 def _shared_prefix(params: dict) -> str:

@@ -221,3 +221,56 @@ def test_a_failed_engine_loop_ends_the_streams_and_the_simulator_instead_of_hang
     finally:
         proc.kill()
         proc.wait()
+
+
+def _typed_events(body: str) -> list[tuple[str, dict]]:
+    """(event name, data) of each SSE event of a Responses stream."""
+    out = []
+    for block in body.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((fields["event"], json.loads(fields["data"])))
+    return out
+
+
+@pytest.mark.parametrize("profile", [(), ("--profile", "l4", "--model-profile", "llama-3.2-3b")])
+def test_the_responses_api_streams_typed_events_ending_in_response_completed(simulator, profile):
+    url = simulator(*(profile or ("--ttft", "0.01", "--itl", "0.001", "--output-tokens", "5")))
+    model = json.loads(urllib.request.urlopen(url + "/v1/models").read())["data"][0]["id"]
+    body = {
+        "model": model,
+        "input": "one two three",
+        "instructions": "grade it",
+        "max_output_tokens": 4,
+        "stream": True,
+    }
+    status, text = post(url, "/v1/responses", body)
+    assert status == 200 and "[DONE]" not in text
+    events = _typed_events(text)
+    kinds = [k for k, _ in events]
+    assert kinds[:3] == ["response.created", "response.output_item.added", "response.content_part.added"]
+    assert kinds[-4:] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert all(data["type"] == kind for kind, data in events)
+    assert [d["sequence_number"] for _, d in events] == list(range(len(events)))
+    deltas = [d["delta"] for k, d in events if k == "response.output_text.delta"]
+    done = events[-1][1]["response"]
+    assert done["status"] == "completed" and done["output"][0]["content"][0]["text"] == "".join(deltas)
+    # instructions + input: 2 + 3 estimator tokens; the cap (4) is shorter than the answer (5 or the model's)
+    assert done["usage"]["input_tokens"] == 5 and done["usage"]["output_tokens"] == 4
+    assert done["usage"]["total_tokens"] == 9 and len(deltas) >= 1
+
+
+def test_the_responses_api_unary_and_bad_requests(sim):
+    status, body = post(sim, "/v1/responses", {"model": "slabench-sim", "input": [{"role": "user", "content": "a b"}]})
+    data = json.loads(body)
+    assert status == 200 and data["object"] == "response" and data["status"] == "completed"
+    assert data["usage"]["input_tokens"] == 2 and data["usage"]["output_tokens"] == 5
+    assert data["output"][0]["content"][0]["type"] == "output_text"
+    status, body = post(sim, "/v1/responses", {"model": "slabench-sim", "input": 42})
+    assert status == 400 and "`input` must be a string or a non-empty list of messages" in body
+    status, _ = post(sim, "/v1/responses", {"model": "other", "input": "x"})
+    assert status == 404
