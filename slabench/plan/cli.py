@@ -18,6 +18,7 @@ from pathlib import Path
 
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.extras import missing
+from slabench.plan.serving import add_options as add_serving_options
 from slabench.plan.workload import LOADS
 
 DEFAULT_CONTRACT = Path(__file__).resolve().parents[2] / "sla" / "config_sla_example.yaml"
@@ -57,6 +58,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--diurnal-day-minutes", type=float, default=24.0, help="diurnal: one day in this many minutes")
     g.add_argument("--diurnal-days", type=int, default=1, help="diurnal: days")
     g.add_argument("--users", type=int, help="steps: closed-loop users")
+    add_serving_options(p)
     s = p.add_argument_group("search")
     s.add_argument("--max-replicas", type=int, default=2000, help="give up above this many replicas (default 2000)")
     s.add_argument(
@@ -128,11 +130,13 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
+    from slabench.core.config import validate_data
     from slabench.plan.checks import latency_checks
     from slabench.plan.cost import FleetCost, profile_price
     from slabench.plan.report import Plan, Row, plot_png, table
     from slabench.plan.search import plan_profile
-    from slabench.sim.profiles import available_profiles, load_gpu_profile, load_model_profile
+    from slabench.plan.serving import describe, serving_flags
+    from slabench.sim.profiles import EngineOptions, available_profiles, load_gpu_profile, load_model_profile
     from slabench.sla.contract import load_contract
 
     t0 = time.perf_counter()
@@ -151,17 +155,27 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise UserError(f"--price {', '.join(sorted(unknown))}: not among the planned profiles ({', '.join(refs)})")
     replica_prices = {g.name: profile_price(g, loaded, prices.get(g.name)) for g in gpus}
+    serving = serving_flags(args)
+    validate_data(serving, EngineOptions, "serving flags")  # a bad flag is one line here, not a row per profile
     if args.queue:
         from slabench.plan.workload import read_queue
 
         read_queue(args.queue)  # a queue that does not parse fails before any other work
     load = build_load(args)
 
-    order = sorted(range(len(refs)), key=lambda i: -_expected_work(refs[i], args.model, load, checks))
+    order = sorted(range(len(refs)), key=lambda i: -_expected_work(refs[i], args.model, load, checks, serving))
     with ProcessPoolExecutor(min(args.jobs, len(refs))) as pool:  # the biggest fleets first: they take longest
         futures = {
             i: pool.submit(
-                plan_profile, refs[i], args.model, load, checks, args.balancer, args.drain_timeout, args.max_replicas
+                plan_profile,
+                refs[i],
+                args.model,
+                load,
+                checks,
+                args.balancer,
+                args.drain_timeout,
+                args.max_replicas,
+                serving,
             )
             for i in order
         }
@@ -177,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
         prices=f"{loaded.prices.citation()}, region {loaded.region}"
         + (f"; --price for {', '.join(sorted(prices))}" if prices else ""),
         drain_timeout=args.drain_timeout,
+        serving=describe(serving),
     )
     for a in answers:
         price = replica_prices[a.gpu.name]
@@ -208,12 +223,12 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.PASS if met else ExitCode.FAIL
 
 
-def _expected_work(gpu: str, model: str, load, checks) -> int:
+def _expected_work(gpu: str, model: str, load, checks, serving: dict) -> int:
     from slabench.plan.search import PLAN_ENGINE, first_guess
     from slabench.sim.profiles import load_profile
 
     try:
-        return first_guess(load_profile(gpu, model, engine=PLAN_ENGINE), load, checks)
+        return first_guess(load_profile(gpu, model, engine={**serving, **PLAN_ENGINE}), load, checks)
     except UserError:
         return 0  # the model does not fit: answered at once
 

@@ -41,6 +41,7 @@ class Plan:
     model_description: str
     prices: str  # the price table's citation, region and date
     drain_timeout: float
+    serving: str = "each GPU profile's own vLLM flags"  # slabench.plan.serving.describe
     rows: list[Row] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -56,8 +57,8 @@ class Plan:
             + ("`round_robin` (its default)" if self.balancer == "round-robin" else "`least_outstanding_requests`"),
             f"prices: {self.prices}; one replica = one GPU (or MIG slice) of the profile's first instance type",
             "cost: every replica is up before the load and paid from its first arrival until the last request ends",
-            "engine: the simulator's vLLM capacity model (slabench/sim), vLLM's defaults per card, prefix caching on; "
-            "GPU figures are approximate public ones (docs/simulator.md)",
+            f"engine: the simulator's vLLM capacity model (slabench/sim) with {self.serving} (vLLM's defaults per card "
+            "where unset, prefix caching on); GPU figures are approximate public ones (docs/simulator.md)",
             f"a request not finished {self.drain_timeout:g} s after the last arrival is incomplete and counts as an "
             "infinite TTFT/E2E",
         ]

@@ -203,11 +203,13 @@ def plan_profile(
     balancer: str,
     drain_timeout: float,
     max_replicas: int,
+    serving: dict | None = None,
 ) -> ProfileAnswer:
-    """One row of the plan (runs in a worker process: everything here is picklable)."""
+    """One row of the plan (runs in a worker process: everything here is picklable). `serving`: vLLM flags over the
+    profile's own (`slabench.plan.serving`)."""
     t0 = time.perf_counter()
     try:
-        config = load_profile(gpu_ref, model_ref, engine=PLAN_ENGINE)
+        config = load_profile(gpu_ref, model_ref, engine={**(serving or {}), **PLAN_ENGINE})
     except UserError as e:  # e.g. the model does not fit this card: a row that says so, not a failed plan
         from slabench.sim.profiles import load_gpu_profile, load_model_profile
 

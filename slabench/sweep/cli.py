@@ -34,6 +34,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--processes", type=int, help="override run.processes (locust --processes)")
     p.add_argument("--no-report", action="store_true", help="only run; aggregate later with `slabench aggregate`")
     p.add_argument(
+        "--search",
+        action="store_true",
+        help="find the highest concurrency whose latency and error checks (--sla) pass, by bisection between the "
+        "config's lowest and highest level, instead of running every level",
+    )
+    p.add_argument(
+        "--search-tolerance",
+        type=int,
+        default=1,
+        metavar="USERS",
+        help="stop when the bracket is this narrow (default 1: the exact level)",
+    )
+    p.add_argument(
         "--sla",
         help="grade the sweep against this SLA contract at the end (exit 0 PASS, 1 CONDITIONAL, "
         "2 FAIL, 3 invalid input)",
@@ -134,6 +147,8 @@ def run_sweep(args: argparse.Namespace) -> int:
 
         contract = load_contract(args.sla)
     console = Console(stderr=True)
+    if args.search and (contract is None or args.resume):
+        raise UserError("--search needs --sla CONTRACT (its checks decide) and a new sweep (not --resume)")
     if args.resume:
         sweep_dir = _resume_dir(cfg, args.resume)
         old = (read_json(sweep_dir / "sweep.json", SWEEP) or {}).get("config") or {}
@@ -150,9 +165,12 @@ def run_sweep(args: argparse.Namespace) -> int:
 
         refuse_simulator_in_cluster(Path(args.config))
     source = "--target-url" if args.target_url else "config"
-    runner = SweepRunner(cfg, Path(args.config), sweep_dir, console, target_source=source)
-    console.print(f"sweep {sweep_dir.name}: levels {cfg.levels} × {cfg.repeats} repeats → {sweep_dir}")
-    status = runner.run(resumed=bool(args.resume))
+    if args.search:
+        cfg, status = _search(cfg, args, contract, sweep_dir, console, source)
+    else:
+        runner = SweepRunner(cfg, Path(args.config), sweep_dir, console, target_source=source)
+        console.print(f"sweep {sweep_dir.name}: levels {cfg.levels} × {cfg.repeats} repeats → {sweep_dir}")
+        status = runner.run(resumed=bool(args.resume))
     if status == "interrupted":
         console.print(
             f"interrupted: finished runs are kept in {sweep_dir}; continue with\n"
@@ -167,6 +185,46 @@ def run_sweep(args: argparse.Namespace) -> int:
     from slabench.sla.grade_run import grade_run_dir
 
     return _show_verdict(grade_run_dir(sweep_dir, contract), sweep_dir, console)
+
+
+def _search(cfg, args: argparse.Namespace, contract, sweep_dir: Path, console: Console, source: str):
+    """Bisect for the highest passing level (`slabench.sweep.search`), then run the contract's own level if the
+    search did not, so the verdict speaks for the contract's load. Returns the config of the levels run, and the
+    runner's status."""
+    from slabench.analysis.aggregate import aggregate
+    from slabench.sweep.runner import SweepRunner
+    from slabench.sweep.search import run_search, write_search
+
+    status = "complete"
+
+    def run_levels(levels: list[int]):
+        nonlocal status
+        level_cfg = cfg.model_copy(update={"levels": levels})
+        status = SweepRunner(level_cfg, Path(args.config), sweep_dir, console, target_source=source).run()
+        if status == "interrupted":
+            raise KeyboardInterrupt
+        return aggregate(sweep_dir, warmup_s=None)
+
+    console.print(
+        f"sweep {sweep_dir.name}: searching concurrency {min(cfg.levels)}–{max(cfg.levels)} "
+        f"(tolerance {args.search_tolerance}) × {cfg.repeats} repeats → {sweep_dir}"
+    )
+    try:
+        search = run_search(cfg.levels, args.search_tolerance, contract, run_levels, console.print)
+    except KeyboardInterrupt:
+        return cfg, "interrupted"
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    write_search(search, sweep_dir / "search.json")
+    tested = sorted({s.level for s in search.steps})
+    own = contract.contract.load.concurrency
+    if own is not None and own not in tested:
+        console.print(f"search: running the contract's own load, concurrency {own}, for its verdict")
+        tested = sorted({*tested, own})
+        try:
+            run_levels(tested)
+        except KeyboardInterrupt:
+            return cfg, "interrupted"
+    return cfg.model_copy(update={"levels": tested}), status
 
 
 def _show_verdict(verdict, out_dir: Path, console: Console) -> int:

@@ -294,7 +294,7 @@ class SweepRunner:
         self._start_meta(resumed)
         todo = [r for r in plan(self.cfg) if not self.is_complete(r)]
         skipped = self.cfg.repeats * len(self.cfg.levels) - len(todo)
-        if skipped:
+        if skipped and resumed:
             self.console.print(f"resuming {self.sweep_id}: {skipped} run(s) already complete, {len(todo)} to go")
         sim = None
         try:

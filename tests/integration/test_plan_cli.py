@@ -115,3 +115,31 @@ def test_queue_file_that_does_not_parse(tmp_path):
         slabench("--profiles", gpu, "--model", model, "--sla", sla, "--queue", str(bad), "--price", "toy1=2")
     )
     assert "bad.csv:3" in line and "'soon' is not a number" in line
+
+
+def test_plan_is_made_for_the_serving_flags_given(tmp_path):
+    """The toy card runs one request at a time by its profile (four replicas for four requests at once); planned for
+    the flags a team deploys, --max-num-seqs 4 (on the command line, or in the chart's values), one replica does."""
+    gpu, model, sla, queue = files(tmp_path, "  ttft_p95_s: {max: 0.5}\n")
+    common = ("--profiles", gpu, "--model", model, "--sla", sla, "--queue", queue, "--price", "toy1=2", "--json")
+
+    def replicas(*flags: str) -> tuple[int, list[str]]:
+        r = slabench(*common, "--out", str(tmp_path / f"o{len(flags)}"), *flags)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        return doc["profiles"][0]["replicas"], doc["assumptions"]
+
+    assert replicas()[0] == 4
+    n, assumptions = replicas("--max-num-seqs", "4")
+    assert n == 1 and any("vLLM --max-num-seqs 4" in a for a in assumptions)
+    values = tmp_path / "values.yaml"
+    values.write_text("model:\n  maxNumSeqs: 4\n  maxNumBatchedTokens: 0\n")
+    n, assumptions = replicas("--serving-values", str(values), "--prefix-caching", "off")
+    assert n == 1 and any("--max-num-seqs 4" in a and "--no-enable-prefix-caching" in a for a in assumptions)
+    # the command line wins over the values file
+    assert replicas("--serving-values", str(values), "--max-num-seqs", "1")[0] == 4
+    bad = slabench(*common, "--max-num-seqs", "0")
+    assert bad.returncode == 3 and "serving flags" in bad.stderr and "max_num_seqs" in bad.stderr
+    values.write_text("- not a mapping\n")
+    bad = slabench(*common, "--serving-values", str(values))
+    assert bad.returncode == 3 and "a Helm values file is a mapping" in bad.stderr

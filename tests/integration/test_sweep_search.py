@@ -1,0 +1,60 @@
+"""`slabench sweep --search` end to end: real Locust runs against the simulator's vLLM model of a card that runs two
+requests at a time, so TTFT climbs once a third user queues. The search runs only the levels bisection needs, the
+levels that passed all lie below those that did not, the bracket ends within the tolerance, and the contract's own
+load is run for the verdict."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+from tests.locust_run import ROOT
+from tests.sla_helpers import write
+
+SWEEP = """\
+name: search
+simulator: {profile: l4, model_profile: llama-3.2-3b, max_num_seqs: 2, stream_interval: 4}
+locust_options: {max-tokens: 24, prompt-tokens: 64, ignore-eos: true}
+levels: [1, 8]
+repeats: 2
+run: {requests: 40, max_duration_s: 60}
+analysis: {report: false}
+"""
+
+CONTRACT = """\
+name: search
+load: {concurrency: 6}
+deployment: {instance_type: g6.xlarge}
+min_repeats: 2
+targets:
+  ttft_p95_s: {max: 0.25}
+  error_rate: {max: 0.5}
+  throughput_rps: {min: 1000}  # a floor no level meets: it must not steer the search
+"""
+
+
+def test_search_bisects_to_the_highest_passing_level(tmp_path):
+    cfg, sla = write(tmp_path, SWEEP, "sweep.yaml"), write(tmp_path, CONTRACT, "sla.yaml")
+    argv = [sys.executable, "-m", "slabench", "sweep", "--config", str(cfg), "--sla", str(sla), "--search",
+            "--search-tolerance", "2", "--sweep-id", "s", "--output-dir", str(tmp_path / "runs")]  # fmt: skip
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-3000:]  # the contract's floor fails at its own load
+    found = json.loads((tmp_path / "runs" / "s" / "search.json").read_text())
+    steps = found["steps"]
+    levels = [s["level"] for s in steps]
+    assert levels[:2] == [1, 8] and len(set(levels)) == len(levels)
+    assert len(levels) <= 2 + math.ceil(math.log2((8 - 1) / 2))  # bisection, not a grid
+    passed = [s["level"] for s in steps if s["status"] == "PASS"]
+    failed = [s["level"] for s in steps if s["status"] != "PASS"]
+    assert passed and failed and max(passed) < min(failed)  # one boundary
+    assert found["highest_passing"] == max(passed) and found["lowest_failing"] == min(failed)
+    assert found["lowest_failing"] - found["highest_passing"] <= 2
+    assert 1 <= found["highest_passing"] < 6  # two at a time: a queue forms well before six users
+    assert f"search: {found['answer']}" in " ".join(p.stderr.split())  # the answer, as printed
+    # the contract's own load was run too, and graded
+    verdict = json.loads((tmp_path / "runs" / "s" / "verdict.json").read_text())
+    assert verdict["graded_level"] == "concurrency 6"
+    tested = {lv["level"] for lv in verdict["levels"]}
+    assert tested == {f"concurrency {n}" for n in [*levels, 6]}
