@@ -5,13 +5,18 @@
 
 Prompts: synthetic ones of --prompt-tokens tokens as the server counts them (exactly with --tokenizer DIR, the
 served model's folder; else calibrated from the server's usage as it answers), or a JSONL file given with --prompts.
+Under shapes/burst.py with a trace (--burst-queue mooncake.jsonl, docs/shapes.md), each request has the trace's
+prompt and output lengths and its shared prefix blocks (synthetic prompts only; a --prompts file keeps its own).
 """
+
+import random
 
 from locust import events, task
 
 from slabench.core.errors import UserError
 from slabench.core.prompts import FilePrompts, SyntheticPrompts, TokenizerSizer, UsageSizer
 from slabench.locust.distributed import fail_at_start
+from slabench.locust.openloop import current_item
 from slabench.locust.plugin import LLMUser, install
 
 install()
@@ -52,7 +57,15 @@ class ChatReplayUser(LLMUser):
 
     @task
     def chat(self) -> None:
-        prompt = self.prompts.next(self.rng)
+        item = current_item()
+        if item is not None and item.prompt_tokens is not None and isinstance(self.prompts, SyntheticPrompts):
+            # a trace's request: its own lengths, its shared blocks first
+            block = int(getattr(self.environment.parsed_options, "queue_block_tokens", 512) or 512)
+            prompt = self.prompts.for_item(
+                item.prompt_tokens, item.output_tokens or 1, item.prefix_blocks, block, random.Random(item.index)
+            )
+        else:
+            prompt = self.prompts.next(self.rng)
         record = self.request(self.body(messages=prompt.messages, max_tokens=prompt.max_tokens), item_id=prompt.item_id)
         if record is not None and record.token_source == "server":
             self.prompts.observe(prompt, record.prompt_tokens)

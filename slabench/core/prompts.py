@@ -153,9 +153,31 @@ class SyntheticPrompts:
     sizer: PromptSizer | None = None  # None: the estimator's count (what the embedded simulator counts)
 
     def next(self, rng: random.Random) -> Prompt:
-        text = self.sizer.content(self.prompt_tokens, rng) if self.sizer else synthetic_text(self.prompt_tokens, rng)
+        text = self._text(self.prompt_tokens, rng)
         # Every piece a sizer uses (a vocabulary word, letter or digit) is one estimator token: count the spaces.
         return Prompt([{"role": "user", "content": text}], estimate_tokens=text.count(" ") + 1 if text else 0)
+
+    def for_item(
+        self, prompt_tokens: int, output_tokens: int, blocks: tuple[int, ...], block_tokens: int, rng: random.Random
+    ) -> Prompt:
+        """A trace's request: `prompt_tokens` as the server counts them, at most `output_tokens` back. Its shared
+        blocks (`blocks`, each `block_tokens` long) go first as a system message whose text is the same wherever the
+        block is (seeded by the block's id), so a server's prefix cache sees what the trace's service saw; the rest
+        is the request's own user message."""
+        shared = [self._text(block_tokens, random.Random(f"slabench-block-{b}"), overhead=True) for b in blocks]
+        own = self._text(max(1, prompt_tokens - block_tokens * len(blocks)), rng)
+        messages = [{"role": "system", "content": " ".join(shared)}] if shared else []
+        messages.append({"role": "user", "content": own})
+        pieces = sum(m["content"].count(" ") + 1 for m in messages)
+        return Prompt(messages, max_tokens=output_tokens, estimate_tokens=pieces)
+
+    def _text(self, n_tokens: int, rng: random.Random, overhead: bool = False) -> str:
+        """`n_tokens` of text; `overhead`: a block inside a longer prompt, which carries no chat template of its own
+        (a tokenizer-sized message counts the template: ask for that much more)."""
+        if self.sizer is None:
+            return synthetic_text(n_tokens, rng)
+        extra = getattr(self.sizer, "overhead", 0) if overhead else 0
+        return self.sizer.content(n_tokens + extra, rng)
 
     def observe(self, prompt: Prompt, server_prompt_tokens: int | None) -> None:
         """Feed the server's count of an answered prompt back to the sizer."""

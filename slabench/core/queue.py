@@ -6,6 +6,9 @@ A queue file has one scheduled request per row, sorted by offset (seconds from t
           `prompt_tokens` and `output_tokens` (the request's lengths, for `slabench plan`: both on every row, or none)
     JSONL {"offset_s": 0.25, "account": "A", "seed": 123, "item_id": "x"}   (same keys)
 
+Public production traces (Mooncake, the Azure LLM inference traces, BurstGPT) are read as queues too
+(`slabench.core.traces`), detected by their header or named with `--queue-format`.
+
 The workload dataset's `queue_burst.csv` / `queue_gamma.csv` (index,account,offset_s,seed) are such files, read by
 the same parser with the dataset's own rules added (`slabench.workload.load_queue`).
 """
@@ -17,7 +20,7 @@ import io
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slabench.core.errors import UserError
@@ -39,6 +42,7 @@ class QueueItem:
     own_id: str | None = None  # the row's item_id, when the file gives one
     prompt_tokens: int | None = None
     output_tokens: int | None = None
+    prefix_blocks: tuple[int, ...] = ()  # a trace's shared prompt blocks (Mooncake hash ids), in prompt order
 
     @property
     def item_id(self) -> str:
@@ -161,14 +165,60 @@ def parse_queue_text(
     return rows
 
 
-def read_queue_file(path: str | Path) -> list[QueueItem]:
+def read_queue_file(
+    path: str | Path,
+    fmt: str = "auto",
+    window: tuple[float, float] | None = None,
+    block_tokens: int | None = None,
+    flag: str = "--burst-queue",
+) -> list[QueueItem]:
+    """A queue file's rows: slabench's own CSV/JSONL or a public trace (`fmt`: auto, queue or one of
+    `slabench.core.traces.FORMATS`), cut to `window` (`in_window`). `flag` names the option in errors."""
+    from slabench.core import traces
+
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
-        raise UserError(f"--burst-queue {p}: cannot read ({e.strerror})") from None
+        raise UserError(f"{flag} {p}: cannot read ({e.strerror})") from None
     except UnicodeDecodeError as e:
-        raise UserError(f"--burst-queue {p}: not UTF-8 text (byte {e.start})") from None
+        raise UserError(f"{flag} {p}: not UTF-8 text (byte {e.start})") from None
     if not text.strip():
-        raise UserError(f"--burst-queue {p}: the file is empty")
-    return parse_queue_text(text, str(p))
+        raise UserError(f"{flag} {p}: the file is empty")
+    if fmt not in ("auto", "queue", *traces.FORMATS):
+        raise UserError(f"--queue-format {fmt!r}: use auto, queue or one of {', '.join(traces.FORMATS)}")
+    trace = traces.detect(text) if fmt == "auto" else (None if fmt == "queue" else fmt)
+    if trace is None:
+        rows = parse_queue_text(text, str(p))
+    else:
+        rows = traces.parse_trace(text, str(p), trace, block_tokens or traces.BLOCK_TOKENS)
+    return in_window(rows, window, str(p))
+
+
+def in_window(rows: list[QueueItem], window: tuple[float, float] | None, source: str) -> list[QueueItem]:
+    """The rows due in [start, end) seconds, their offsets counted from `start` (None: all rows as they are)."""
+    if window is None:
+        return rows
+    start, end = window
+    kept = [replace(r, offset_s=r.offset_s - start) for r in rows if start <= r.offset_s < end]
+    if not kept:
+        raise UserError(
+            f"--queue-window {start:g}:{end:g}: no request of {source} in it (its offsets run from "
+            f"{rows[0].offset_s:g} to {rows[-1].offset_s:g} s)"
+        )
+    return kept
+
+
+def parse_window(value: str) -> tuple[float, float] | None:
+    """`--queue-window START:END` (seconds of the trace; either side may be empty) → (start, end), or None."""
+    if not value:
+        return None
+    head, sep, tail = value.partition(":")
+    try:
+        start = float(head) if head.strip() else 0.0
+        end = float(tail) if tail.strip() else math.inf
+    except ValueError:
+        start = end = math.nan
+    if not sep or not (math.isfinite(start) and start >= 0 and end > start) or math.isnan(end):
+        raise UserError(f"--queue-window {value!r}: use START:END in seconds of the trace, e.g. 0:600 or 3600:")
+    return start, end

@@ -93,4 +93,4 @@ SUMMARY = FileSchema("slabench.sweep_summary", 2, 1, "sweep summary (summary.jso
 # verdict minor 2: incomplete; 3: every cost line carries the whole estimate (typed: slabench.sla.verdict_file)
 VERDICT = FileSchema("slabench.verdict", 1, 3, "SLA verdict (verdict.json)", kindless_before_minor=1)
 SWEEP = FileSchema("slabench.sweep", 1, 0, "sweep record (sweep.json)")
-SWEEP_RUN = FileSchema("slabench.sweep_run", 1, 0, "run manifest (manifest.json)")
+SWEEP_RUN = FileSchema("slabench.sweep_run", 1, 1, "run manifest (manifest.json)")  # 1: prefix_cache

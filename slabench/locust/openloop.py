@@ -60,13 +60,17 @@ class OpenLoopItem:
     stage_unit: str | None = None
     stage_repeat: int | None = None
     stage_phase: str | None = None
+    prompt_tokens: int | None = None  # a trace's lengths: what the request asks for (server tokens)
+    output_tokens: int | None = None
+    prefix_blocks: tuple[int, ...] = ()  # a trace's shared prompt blocks
 
     def to_wire(self) -> list:
         return [getattr(self, f) for f in _ITEM_FIELDS]
 
     @classmethod
     def from_wire(cls, row: Sequence) -> OpenLoopItem:
-        return cls(*row)
+        item = cls(*row)
+        return dataclasses.replace(item, prefix_blocks=tuple(item.prefix_blocks))  # a list after msgpack
 
     @property
     def stage(self) -> dict[str, Any]:

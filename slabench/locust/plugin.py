@@ -125,6 +125,12 @@ def add_options(parser: Any) -> None:
     g.add_argument("--prompt-tokens", type=int, default=512, help="synthetic prompt length (chat replay user)")
     g.add_argument("--prompts", default="", help="JSONL file of chat requests to replay instead of synthetic ones")
     g.add_argument(
+        "--prompt-salt",
+        default="",
+        help="put [SALT] before every prompt, so a server's prefix cache cannot carry over from another run (a "
+        "sweep sets it per repeat when the server cannot reset its cache)",
+    )
+    g.add_argument(
         "--tokenizer",
         default="",
         help="the served model's folder (tokenizer.json, chat template): size prompts as the server counts them "
@@ -466,6 +472,23 @@ class RecordHub:
         return status
 
 
+def salted(messages: list[dict] | None, prompt: str | None, salt: str) -> tuple[list[dict] | None, str | None]:
+    """The request with `[salt] ` before its first words (the first message, or the prompt): copies, never the
+    prompt source's own objects, which other requests reuse."""
+    tag = f"[{salt}] "
+    if messages is None:
+        return None, tag + (prompt or "")
+    if not messages:
+        return messages, prompt
+    first = dict(messages[0])
+    content = first.get("content")
+    if isinstance(content, list):  # content parts
+        first["content"] = [{"type": "text", "text": tag}, *content]
+    else:
+        first["content"] = tag + str(content or "")
+    return [first, *messages[1:]], prompt
+
+
 def summary_line(count: int, path: Path, outcomes: Counter) -> str:
     parts = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items(), key=lambda kv: -kv[1]))
     return f"{count} records → {path} ({parts or 'none'})"
@@ -694,6 +717,8 @@ class LLMUser(User):
             "include_usage": True,
             **({"continuous_usage_stats": True} if o.per_chunk_usage == "on" else {}),
         }
+        if o.prompt_salt:
+            messages, prompt = salted(messages, prompt, o.prompt_salt)
         if messages is not None:
             return chat_body(self.model, messages, **params)
         return completions_body(self.model, prompt or "", **params)

@@ -47,7 +47,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     g = p.add_argument_group("load")
     g.add_argument("--load", choices=LOADS, default=None, help="what to replay (default: burst, or queue with --queue)")
-    g.add_argument("--queue", metavar="FILE", help="a queue file (CSV/JSONL with offset_s, see docs/shapes.md)")
+    g.add_argument("--queue", metavar="FILE", help="a queue file (CSV/JSONL with offset_s) or a public trace")
+    g.add_argument(
+        "--queue-format",
+        choices=["auto", "queue", "mooncake", "azure", "burstgpt"],
+        default="auto",
+        help="the --queue file's format (auto: by its header; docs/shapes.md)",
+    )
+    g.add_argument("--queue-window", default="", metavar="START:END", help="only these seconds of the queue")
+    g.add_argument("--queue-block-tokens", type=int, default=512, help="prompt tokens per Mooncake hash id")
     g.add_argument("--dataset-dir", default="datasets", help="the workload dataset (burst/gamma queues, lengths)")
     g.add_argument("--task", choices=("verbose", "terse"), default="verbose", help="grading task (answer lengths)")
     g.add_argument("--rate-rps", type=float, help="rate: requests per second")
@@ -115,7 +123,15 @@ def build_load(args: argparse.Namespace):
         return W.dataset_load(args.dataset_dir, "burst", args.task, jobs).mix
 
     if kind == "queue":
-        return W.queue_file_load(args.queue, args.task, burst_mix, workers=jobs)
+        return W.queue_file_load(
+            args.queue,
+            args.task,
+            burst_mix,
+            workers=jobs,
+            fmt=args.queue_format,
+            window=args.queue_window,
+            block_tokens=args.queue_block_tokens,
+        )
     if kind == "rate":
         return W.rate_load(burst_mix(), args.rate_rps, args.duration, args.burstiness, args.seed)
     if kind == "diurnal":
@@ -160,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     if args.queue:
         from slabench.plan.workload import read_queue
 
-        read_queue(args.queue)  # a queue that does not parse fails before any other work
+        read_queue(args.queue, args.queue_format, args.queue_window, args.queue_block_tokens)  # fails before any work
     load = build_load(args)
 
     order = sorted(range(len(refs)), key=lambda i: -_expected_work(refs[i], args.model, load, checks, serving))

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from slabench.core.errors import UserError
+from slabench.core.queue import QueueItem
 from slabench.sim.engine import SimRequest
 
 LOADS = ("burst", "gamma", "queue", "rate", "diurnal", "steps")
@@ -174,29 +175,59 @@ def dataset_load(dataset_dir: str | Path, kind: str, task: str, workers: int = 2
     )
 
 
-def read_queue(path: str | Path):
-    """The queue file's rows (`slabench.core.queue`), errors naming --queue."""
-    from slabench.core.queue import read_queue_file
+def read_queue(path: str | Path, fmt: str = "auto", window: str = "", block_tokens: int | None = None):
+    """The queue file's rows (`slabench.core.queue`: slabench's own format or a public trace), errors naming
+    --queue."""
+    from slabench.core.queue import parse_window, read_queue_file
 
-    try:
-        return read_queue_file(path)
-    except UserError as e:
-        raise UserError(str(e).replace("--burst-queue", "--queue")) from None
+    return read_queue_file(path, fmt, parse_window(window), block_tokens, flag="--queue")
 
 
-def queue_file_load(path: str | Path, task: str, burst_mix, max_tokens: int = 2048, workers: int = 2) -> PlannedLoad:
-    """A queue file (CSV/JSONL with offset_s). Lengths: its own prompt_tokens/output_tokens (max_tokens =
-    `max_tokens`, no shared prefix); else, when every row has an account and a seed, those calls; else the burst's
-    calls in turn (`burst_mix()` builds them)."""
-    rows = read_queue(path)
+def shared_prefixes(rows: Sequence[QueueItem], block_tokens: int) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Per row: the prompt tokens it shares with another row of the trace, and the key the simulator's prefix cache
+    knows them by — its longest run of leading blocks that another row starts with too. (The engine caches one
+    prefix per key, not a tree of blocks: a row that continues a shorter shared run past it is keyed by the run.)"""
+    counts: dict[int, int] = {}
+    chains = []
+    for r in rows:
+        h, chain = 0, []
+        for b in r.prefix_blocks:
+            h = hash((h, b))
+            chain.append(h)
+            counts[h] = counts.get(h, 0) + 1
+        chains.append(chain)
+    tokens = np.zeros(len(rows), dtype=np.int64)
+    keys = [""] * len(rows)
+    for i, chain in enumerate(chains):
+        k = next((k for k in range(len(chain), 0, -1) if counts[chain[k - 1]] > 1), 0)
+        if k:
+            tokens[i], keys[i] = k * block_tokens, f"trace-{chain[k - 1]}"
+    return tokens, tuple(keys)
+
+
+def queue_file_load(
+    path: str | Path,
+    task: str,
+    burst_mix,
+    max_tokens: int = 2048,
+    workers: int = 2,
+    fmt: str = "auto",
+    window: str = "",
+    block_tokens: int = 512,
+) -> PlannedLoad:
+    """A queue file (CSV/JSONL with offset_s, or a public trace). Lengths: its own prompt_tokens/output_tokens
+    (max_tokens = `max_tokens`; a trace's shared blocks as shared prefixes, `shared_prefixes`); else, when every row
+    has an account and a seed, those calls; else the burst's calls in turn (`burst_mix()` builds them)."""
+    rows = read_queue(path, fmt, window, block_tokens)
     offsets = np.array([r.offset_s for r in rows])
     if rows[0].output_tokens is not None:  # then every row has both lengths (the parser checks)
         output = np.array([r.output_tokens for r in rows], dtype=np.int64)
+        prefix_tokens, keys = shared_prefixes(rows, block_tokens)
         mix = Mix(
             prompt_tokens=np.array([r.prompt_tokens for r in rows], dtype=np.int64),
             output_tokens=output,
-            prefix_tokens=np.zeros(len(rows), dtype=np.int64),
-            accounts=tuple([""] * len(rows)),
+            prefix_tokens=prefix_tokens,
+            accounts=keys,
             max_tokens=max(max_tokens, int(output.max())),
             source=f"{path} (its prompt_tokens/output_tokens)",
         )

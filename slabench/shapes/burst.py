@@ -2,6 +2,7 @@
 
     locust -f locustfiles/chat_replay.py,shapes/burst.py --headless                      # the dataset's burst queue
     locust -f locustfiles/chat_replay.py,shapes/burst.py --headless --burst-queue q.csv  # any sorted queue file
+    locust -f locustfiles/chat_replay.py,shapes/burst.py --headless --burst-queue mooncake.jsonl  # a public trace
     ... --burst-time-scale 10        # 10× faster over every 10th item: the same request rate, 1/10 of the time
 
 Open loop (slabench/locust/openloop.py): with N workers the queue is split so every item is sent exactly once, against
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slabench.core.queue import read_queue_file
+from slabench.core.queue import parse_window, read_queue_file
 from slabench.shapes.base import OpenLoopShape, Plan, install, open_loop_user_class, opt_float, opt_int
 from slabench.shapes.items import burst_items
 from slabench.shapes.schedules import Span, check_int, check_positive
@@ -26,6 +27,16 @@ class BurstShape(OpenLoopShape):
     def add_options(cls, parser: Any) -> None:
         g = parser.add_argument_group("slabench shape: burst replay (shapes/burst.py)")
         g.add_argument("--burst-queue", default="", help="queue file (CSV/JSONL with offset_s); default: the dataset's")
+        g.add_argument(
+            "--queue-format",
+            choices=["auto", "queue", "mooncake", "azure", "burstgpt"],
+            default="auto",
+            help="the --burst-queue file's format (auto: by its header; docs/shapes.md)",
+        )
+        g.add_argument("--queue-window", default="", help="replay only START:END seconds of the queue, e.g. 0:600")
+        g.add_argument(
+            "--queue-block-tokens", type=int, default=512, help="prompt tokens per Mooncake hash id (its traces: 512)"
+        )
         g.add_argument("--burst-dataset-dir", default="datasets", help="dataset directory (without --burst-queue)")
         g.add_argument("--burst-kind", choices=["burst", "gamma"], default="burst", help="which dataset queue")
         g.add_argument(
@@ -45,7 +56,9 @@ class BurstShape(OpenLoopShape):
         repeat = check_int(opt_int(opts, "burst_repeat"), "--burst-repeat", 0)
         user_class = open_loop_user_class(environment)
         if opts.burst_queue:
-            rows, source = read_queue_file(opts.burst_queue), str(opts.burst_queue)
+            window = parse_window(str(getattr(opts, "queue_window", "") or ""))
+            fmt, block = str(getattr(opts, "queue_format", "auto")), opt_int(opts, "queue_block_tokens")
+            rows, source = read_queue_file(opts.burst_queue, fmt, window, block), str(opts.burst_queue)
         else:
             from slabench.workload import load_queue  # the dataset's queue, checked against its manifest
 

@@ -28,6 +28,9 @@ def burst_items(
                 item_id=r.item_id,
                 seed=r.seed,
                 kind=r.kind,
+                prompt_tokens=r.prompt_tokens,
+                output_tokens=r.output_tokens,
+                prefix_blocks=r.prefix_blocks,
                 **stage_fields(None, None, repeat, "hold"),
             )
         )

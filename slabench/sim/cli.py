@@ -48,6 +48,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key-env", default=None, help="require the API key held in this environment variable")
     p.add_argument("--load-time", type=float, default=0.0, help="/health answers 503 for this many seconds")
     p.add_argument(
+        "--dev-mode",
+        action="store_true",
+        help="serve vLLM's development endpoints (POST /reset_prefix_cache), as vLLM does with VLLM_SERVER_DEV_MODE=1",
+    )
+    p.add_argument(
         "--fault",
         action="append",
         default=[],
@@ -141,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         faults=faults,
         max_model_len=max_model_len,
         respond=GradingResponder(args.grading_accuracy, args.seed),
+        dev_mode=args.dev_mode,
     )
     try:
         server = SimServer(engine, config, host=args.host, port=args.port).start()

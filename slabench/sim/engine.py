@@ -59,6 +59,9 @@ class Engine(Protocol):
     def stats(self) -> dict[str, float]:
         """Gauges for /metrics: num_requests_running, num_requests_waiting, kv_cache_usage_perc, ..."""
 
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix (vLLM's POST /reset_prefix_cache); False while a request still holds one."""
+
 
 def output_length(req: SimRequest) -> int:
     return req.max_tokens if req.ignore_eos else max(1, min(req.target_tokens, req.max_tokens))
@@ -136,3 +139,6 @@ class FixedLatencyEngine:
 
     def stats(self) -> dict[str, float]:
         return {"num_requests_running": float(len(self._left)), "num_requests_waiting": 0.0}
+
+    def reset_prefix_cache(self) -> bool:
+        return True  # it caches nothing

@@ -83,6 +83,7 @@ class SimConfig:
     # What the "model" says: (request params, request headers) → its answer split into tokens, or None for filler
     # words. The grading mode plugs in here.
     respond: Callable[[dict, dict[bytes, bytes]], list[str] | None] | None = None
+    dev_mode: bool = False  # vLLM's development endpoints (VLLM_SERVER_DEV_MODE=1): POST /reset_prefix_cache
 
 
 STEP_SLACK_S = 0.0002
@@ -251,6 +252,10 @@ class SimServer:
             self.metrics.set_step_counts(self.steps, self.late_steps, self.late_s, idle_late_s)
             data = self.metrics.render()
             return _send(sock, conn, 200, data, "text/plain; version=0.0.4; charset=utf-8")
+        if method == "POST" and path == "/reset_prefix_cache" and self.config.dev_mode:
+            if self.engine.reset_prefix_cache():
+                return _send(sock, conn, 200, b"", "text/plain")
+            return _send_json(sock, conn, 409, _error("requests in flight hold cached blocks", "ConflictError", 409))
         if method == "POST" and path in _APIS:
             return self._completion(sock, conn, req, body, _APIS[path])
         return _send_json(sock, conn, 404, _error(f"no route for {method} {path}", "NotFoundError", 404))

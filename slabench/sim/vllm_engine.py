@@ -197,6 +197,16 @@ class VllmEngine:
 
     # ---------------------------------------------------------------- the Engine protocol
 
+    def reset_prefix_cache(self) -> bool:
+        """vLLM's POST /reset_prefix_cache: every cached prefix forgotten. Refused while requests hold blocks (vLLM
+        refuses too), so a sweep resets between runs, when nothing is in flight."""
+        if self._seqs:
+            return False
+        self._prefixes.clear()
+        self._evictable.clear()
+        self._cached_free = 0
+        return True
+
     def check(self, req: SimRequest) -> None:
         """Raise RequestTooLong if vLLM would reject the request (prompt + max_tokens beyond max_model_len)."""
         if req.prompt_tokens < 1:

@@ -64,6 +64,9 @@ class Run(StrictModel):
     processes: PositiveInt = 1  # locust --processes (1: a single local process)
     stop_timeout_s: NonNegativeFloat = 0.0  # locust --stop-timeout: let in-flight requests finish at the end
     records_format: Literal["jsonl", "parquet"] = "jsonl"  # parquet: ~3× smaller, ~3× faster to aggregate
+    # fresh: each run starts with the server's prefix cache emptied (or, where it cannot be, with prompts another
+    # run's cache cannot match); keep: runs share what the cache holds, e.g. to measure a warm cache on purpose
+    prefix_cache: Literal["fresh", "keep"] = "fresh"
 
     @model_validator(mode="after")
     def _one_limit(self) -> Run:

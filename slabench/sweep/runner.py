@@ -138,15 +138,19 @@ def refuse_simulator_in_cluster(config_path: Path) -> None:
         )
 
 
+def _tls(insecure: bool) -> ssl.SSLContext | None:
+    if not insecure:
+        return None  # urllib's default: verified
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
 def check_target(url: str, insecure: bool = False, timeout: float = 5.0) -> None:
     """Fail fast with a clear message when nothing answers at `url` (any HTTP answer counts as up)."""
-    ctx = None
-    if insecure:
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(f"{url}/v1/models", timeout=timeout, context=ctx) as resp:
+        with urllib.request.urlopen(f"{url}/v1/models", timeout=timeout, context=_tls(insecure)) as resp:
             resp.read(1)
     except urllib.error.HTTPError:
         return  # it answered (401/404/...): up; the runs will record what goes wrong
@@ -158,11 +162,31 @@ def check_target(url: str, insecure: bool = False, timeout: float = 5.0) -> None
         ) from None
 
 
+def fresh_prefix_cache(url: str, insecure: bool, api_key_env: str, salt: str, timeout: float = 10.0) -> dict:
+    """Before a run, empty the server's prefix cache, so a repeat measures the card and not the cache the run before
+    it filled: vLLM's POST /reset_prefix_cache (served in its dev mode, VLLM_SERVER_DEV_MODE=1). Where the server
+    has no such endpoint, the run's prompts start with `[salt]` instead (`--prompt-salt`), which no earlier run's
+    cached blocks match. Returns what was done, for the run's manifest."""
+    req = urllib.request.Request(f"{url.rstrip('/')}/reset_prefix_cache", data=b"", method="POST")
+    key = os.environ.get(api_key_env)
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=_tls(insecure)) as resp:
+            return {"method": "reset", "detail": f"POST /reset_prefix_cache: HTTP {resp.status}"}
+    except urllib.error.HTTPError as e:
+        why = f"POST /reset_prefix_cache: HTTP {e.code}"
+    except (urllib.error.URLError, OSError) as e:
+        why = f"POST /reset_prefix_cache: {getattr(e, 'reason', e)}"
+    return {"method": "salted", "salt": salt, "detail": f"{why}; every prompt starts with [{salt}] instead"}
+
+
 def start_simulator(cfg: SweepConfig, log_path: Path) -> EmbeddedSimulator:
-    """One simulator for the whole sweep, its messages in `log_path`."""
+    """One simulator for the whole sweep, its messages in `log_path`; in dev mode, so each run can start with its
+    prefix cache emptied (`fresh_prefix_cache`)."""
     s = cfg.simulator
     options = {**s.model_dump(exclude={"args"}), "seed": cfg.seed}
-    return EmbeddedSimulator([*sim_args_to_argv(options), *s.args], log=log_path)
+    return EmbeddedSimulator([*sim_args_to_argv(options), "--dev-mode", *s.args], log=log_path)
 
 
 # -- one run -----------------------------------------------------------------------------------------------------
@@ -340,9 +364,11 @@ class SweepRunner:
                 progress.update(task, description=f"{self.sweep_id} level {run.level} repeat {run.repeat}")
                 manifest = self._run_one(run, url, lambda frac, i=i: progress.update(task, completed=i + frac), per_run)
                 progress.update(task, completed=i + 1)
+                cache = {"reset": "prefix cache reset", "salted": "prompts salted", "kept": "prefix cache kept"}
                 progress.console.print(
                     f"level {run.level:>4} repeat {run.repeat}: {manifest['records']} records in "
-                    f"{manifest['wall_s']:.1f} s ({manifest['connect_errors']} connect errors)"
+                    f"{manifest['wall_s']:.1f} s ({manifest['connect_errors']} connect errors; "
+                    f"{cache[manifest['prefix_cache']['method']]})"
                 )
                 if self.on_run_done is not None:
                     self.on_run_done(run, manifest)
@@ -355,6 +381,12 @@ class SweepRunner:
         # each attempt its own id: a repeat run again is another run (a summary of the first no longer describes it)
         run_id = f"{self.sweep_id}-L{run.level}-r{run.repeat}-{uuid.uuid4().hex[:6]}"
         argv = locust_argv(self.cfg, run, rdir, run_id, url)
+        cache = {"method": "kept", "detail": "run.prefix_cache: keep"}
+        if self.cfg.run.prefix_cache == "fresh":
+            target, salt = self.cfg.target, f"{self.sweep_id} L{run.level} r{run.repeat}"
+            cache = fresh_prefix_cache(url, target.insecure, target.api_key_env, salt)
+            if "salt" in cache:
+                argv += ["--prompt-salt", cache["salt"]]
         manifest: dict[str, Any] = {
             **SWEEP_RUN.stamp(),
             "sweep_id": self.sweep_id,
@@ -366,6 +398,7 @@ class SweepRunner:
             "duration_s": self.cfg.run.duration_s,
             "requests": self.cfg.run.requests,
             "target_url": url,
+            "prefix_cache": cache,
             "argv": argv[1:],
             "started_at": _now(),
             "status": "running",

@@ -98,3 +98,15 @@ def test_a_parquet_run_killed_while_writing_a_part_keeps_every_flushed_record(tm
     with pytest.raises(KeyboardInterrupt):
         sink.flush()
     assert [r.request_id for r in read_records(tmp_path / "r.parquet")] == ["req0", "req1"]
+
+
+def test_a_salt_goes_before_the_first_words_of_a_copy():
+    from slabench.locust.plugin import salted
+
+    messages = [{"role": "system", "content": "rules"}, {"role": "user", "content": "call"}]
+    out, _ = salted(messages, None, "s1 L2 r1")
+    assert out[0]["content"] == "[s1 L2 r1] rules" and out[1] is messages[1]
+    assert messages[0]["content"] == "rules"  # the prompt source's own message is untouched
+    parts, _ = salted([{"role": "user", "content": [{"type": "text", "text": "x"}]}], None, "k")
+    assert parts[0]["content"][0] == {"type": "text", "text": "[k] "}
+    assert salted(None, "complete this", "k") == (None, "[k] complete this")
