@@ -22,7 +22,7 @@ from slabench.workload.rubric import Score, score_call
 
 _LINE_OVERHEAD = 7  # "[mm:ss] " is 5 estimator tokens, "Agent:" 2
 # What every token count in the dataset means (stated in the manifest and by `slabench dataset stats`).
-ESTIMATOR = "slabench.tokens.estimate_tokens (regex \\w+|[^\\w\\s]: words and punctuation marks)"
+ESTIMATOR = "slabench.core.tokens.estimate_tokens (regex \\w+|[^\\w\\s]: words and punctuation marks)"
 
 
 @dataclass(frozen=True, slots=True)

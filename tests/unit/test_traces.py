@@ -1,4 +1,4 @@
-"""Public production traces read as replay queues (`slabench.core.traces`): Mooncake, the Azure LLM inference traces
+"""Public production traces read as replay queues (`slabench.core.queue`): Mooncake, the Azure LLM inference traces
 and BurstGPT, each from a small fixture in its published layout; offsets, lengths and shared prefix blocks as the
 trace says; a window; one line naming file:line for a bad row."""
 
