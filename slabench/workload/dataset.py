@@ -25,7 +25,7 @@ from slabench.core.errors import UserError
 from slabench.core.queue import QueueItem, parse_queue_text
 from slabench.workload.accounts import WorkloadSettings, load_settings
 from slabench.workload.golden import build_golden, golden_counts, golden_row, parse_golden
-from slabench.workload.queue import QUEUE_KINDS, QueueKind, account_counts, build_queue
+from slabench.workload.queue import QUEUE_KINDS, QueueKind, account_counts, build_queue, queue_kind
 from slabench.workload.transcripts import ESTIMATOR, GradingItem, generate_call
 
 # Bump whenever the same (settings, seed) would produce different bytes or different rebuilt calls.
@@ -241,8 +241,7 @@ def load_queue(
     dataset_dir: str | Path = "datasets", kind: QueueKind = "burst", settings: WorkloadSettings | None = None
 ) -> list[QueueItem]:
     """The queue `kind` ("burst" | "gamma") in arrival order, validated row by row, then against the manifest."""
-    if kind not in QUEUE_FILES:
-        raise UserError(f"queue: unknown queue kind {kind!r} (use one of: {', '.join(QUEUE_FILES)})")
+    kind = queue_kind(kind)  # a caller's text is checked here too
     d = resolve_dir(dataset_dir)
     settings = settings or load_settings()
     path = d / QUEUE_FILES[kind]

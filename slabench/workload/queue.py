@@ -21,12 +21,21 @@ import math
 import random
 from typing import Literal
 
+from slabench.core.errors import UserError
 from slabench.core.queue import QueueItem
 from slabench.workload.accounts import WorkloadSettings
 
 QueueKind = Literal["burst", "gamma"]
 QUEUE_KINDS: tuple[QueueKind, ...] = ("burst", "gamma")
 SEED_BITS = 48  # item seeds: unique, and short enough to keep the CSV small
+
+
+def queue_kind(name: str) -> QueueKind:
+    """`name` as a queue kind (options from the command line or the web UI arrive as text)."""
+    for kind in QUEUE_KINDS:
+        if name == kind:
+            return kind
+    raise UserError(f"queue: unknown queue kind {name!r} (use one of: {', '.join(QUEUE_KINDS)})")
 
 
 def derive_seed(seed: int, label: str) -> int:
