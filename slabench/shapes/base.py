@@ -16,9 +16,9 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from locust import LoadTestShape, TaskSet, events
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
@@ -49,6 +49,20 @@ class Plan:
     end: float = 0.0  # seconds after the start: plan end (closed loop) or last due time (open loop)
     text: str = ""  # one line for the log
     source: str = ""  # where the items come from (a queue file, the dataset), for messages about them
+
+
+class ShapeMessage(TypedDict):
+    """What the master sends each worker at test start (and what the local runner hands itself)."""
+
+    t0_wall: float  # the common start, wall clock
+    spans: list[list[Any]]  # `_span_wire` rows
+    unit: StageUnit | None
+    user_class: str | None
+    max_in_flight: int
+    prepare_ahead: float
+    lead: float
+    items: list[list[Any]] | None  # `OpenLoopItem.to_wire` rows; None: closed loop
+    host: str | None
 
 
 def span_stage(span: Span | None, unit: StageUnit | None) -> dict[str, Any]:
@@ -100,10 +114,10 @@ class SlabenchShape(LoadTestShape):
     alias: ClassVar[str] = ""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # locust's LoadTestShape.__init__ is unannotated
         self.plan: Plan | None = None
         self.t0: float | None = None  # perf_counter at the common start; set at test start
-        self._cache: tuple[tuple, Plan] | None = None
+        self._cache: tuple[tuple[tuple[str, str], ...], Plan] | None = None
 
     @classmethod
     def add_options(cls, parser: Any) -> None:
@@ -131,12 +145,14 @@ class SlabenchShape(LoadTestShape):
     # fired); once the common start is fixed it must stay put.
     def reset_time(self) -> None:
         if self.t0 is None:
-            super().reset_time()
+            super().reset_time()  # type: ignore[no-untyped-call]  # locust's reset_time is unannotated
 
     def elapsed(self) -> float:
         return time.perf_counter() - (self.t0 if self.t0 is not None else self.start_time)
 
     def tick(self) -> tuple[int, float] | None:
+        if self.runner is None:  # Locust attaches the runner before its first tick
+            return None
         env = self.runner.environment
         if self.plan is None:
             try:
@@ -145,9 +161,9 @@ class SlabenchShape(LoadTestShape):
                 fail(env, e)
                 return None
             log.info("slabench: shape %s: %s", self.alias, self.plan.text)
-        return self.step(self.elapsed(), env)
+        return self.step(self.plan, self.elapsed(), env)
 
-    def step(self, t: float, environment: Any) -> tuple[int, float] | None:
+    def step(self, plan: Plan, t: float, environment: Any) -> tuple[int, float] | None:
         raise NotImplementedError
 
     def finish_run(self) -> None:
@@ -160,8 +176,8 @@ class ClosedLoopShape(SlabenchShape):
     abstract = True
     spawn_rate_option: ClassVar[str] = ""
 
-    def step(self, t: float, environment: Any) -> tuple[int, float] | None:
-        span = span_at(self.plan.spans, t)
+    def step(self, plan: Plan, t: float, environment: Any) -> tuple[int, float] | None:
+        span = span_at(plan.spans, t)
         if span is None:
             return None
         rate = opt_float(environment.parsed_options, self.spawn_rate_option) if self.spawn_rate_option else 0.0
@@ -176,12 +192,12 @@ class OpenLoopShape(SlabenchShape):
 
     abstract = True
 
-    def step(self, t: float, environment: Any) -> tuple[int, float] | None:
+    def step(self, plan: Plan, t: float, environment: Any) -> tuple[int, float] | None:
         rt: ShapeRuntime = environment.slabench_shapes
         if self.t0 is not None and rt.all_reported():
             return None
         opts = environment.parsed_options
-        last_due = self.plan.end + opt_float(opts, "open_loop_start_delay")
+        last_due = plan.end + opt_float(opts, "open_loop_start_delay")
         drain = opt_float(opts, "open_loop_drain_timeout")
         if self.t0 is not None and drain_expired(t, last_due, drain, rt.since_last_record()):
             log.warning(
@@ -220,7 +236,7 @@ class ShapeRuntime:
         self.shape: SlabenchShape | None = None
         self.dispatcher: Dispatcher | None = None
         self.expected: set[str] = set()
-        self.reports: dict[str, dict] = {}
+        self.reports: dict[str, dict[str, Any]] = {}  # per worker: its dispatcher's report
         self.pending: dict[str, dict[str, OpenLoopItem]] = {}  # per worker: items without a record yet
         self.t0_wall = 0.0
         if self.is_worker:
@@ -251,7 +267,7 @@ class ShapeRuntime:
         opts = self.env.parsed_options
         start_delay = opt_float(opts, "open_loop_start_delay") if plan.items is not None else 0.0
         self.t0_wall = time.time() + start_delay
-        msg = {
+        msg: ShapeMessage = {
             "t0_wall": self.t0_wall,
             "spans": [_span_wire(s) for s in plan.spans],
             "unit": plan.level_unit,
@@ -265,7 +281,7 @@ class ShapeRuntime:
         if not self.is_master:
             self.expected = {"local"} if plan.items is not None else set()
             if plan.items is not None:
-                self.pending["local"] = {it.item_id: it for it in plan.items}
+                self.pending["local"] = _by_id(plan.items)
                 msg["items"] = [it.to_wire() for it in plan.items]
             self._start(msg)
             return
@@ -274,10 +290,10 @@ class ShapeRuntime:
         self.expected = set(workers) if plan.items is not None else set()
         n = len(workers)
         for i, worker in enumerate(workers):
-            data = dict(msg)
+            data = msg.copy()
             if plan.items is not None:
                 share = [plan.items[k] for k in partition(len(plan.items), i, n)]
-                self.pending[worker] = {it.item_id: it for it in share}
+                self.pending[worker] = _by_id(share)
                 data["items"] = [it.to_wire() for it in share]
                 data["max_in_flight"] = -(-msg["max_in_flight"] // n)  # the cap is for the run: each worker's share
             self.runner.send_message(MSG_SHAPE, data, client_id=worker)
@@ -359,7 +375,7 @@ class ShapeRuntime:
     def _on_shape(self, msg: Any, **_: Any) -> None:
         self._start(msg.data)
 
-    def _start(self, data: dict) -> None:
+    def _start(self, data: ShapeMessage) -> None:
         t0 = time.perf_counter() + (data["t0_wall"] - time.time())
         spans = tuple(_span_unwire(s) for s in data["spans"])
         clock = StageClock(spans, data["unit"], t0) if data["items"] is None and spans else None
@@ -410,11 +426,16 @@ def _stage_fn(clock: StageClock | None) -> Callable[[], dict[str, Any]]:
     return fn
 
 
-def _span_wire(s: Span) -> list:
+def _by_id(items: Sequence[OpenLoopItem]) -> dict[str, OpenLoopItem]:
+    """Scheduled items by id, each waiting for its record (queue rows and generated arrivals all carry one)."""
+    return {it.item_id: it for it in items if it.item_id is not None}
+
+
+def _span_wire(s: Span) -> list[Any]:
     return [s.start, s.end, s.level, s.repeat, s.phase]
 
 
-def _span_unwire(row: list) -> Span:
+def _span_unwire(row: list[Any]) -> Span:
     return Span(*row)
 
 
@@ -524,7 +545,7 @@ def check_user_class(user_class: type) -> None:
 
 def open_loop_user_class(environment: Any) -> str:
     """The one User class an open-loop shape drives."""
-    classes = environment.user_classes
+    classes: list[type] = environment.user_classes
     if len(classes) != 1:
         names = ", ".join(c.__name__ for c in classes) or "none"
         raise UserError(

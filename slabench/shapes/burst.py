@@ -60,9 +60,9 @@ class BurstShape(OpenLoopShape):
             fmt, block = str(getattr(opts, "queue_format", "auto")), opt_int(opts, "queue_block_tokens")
             rows, source = read_queue_file(opts.burst_queue, fmt, window, block), str(opts.burst_queue)
         else:
-            from slabench.workload import load_queue  # the dataset's queue, checked against its manifest
+            from slabench.workload import load_queue, queue_kind  # the dataset's queue, checked against its manifest
 
-            kind = str(opts.burst_kind)
+            kind = queue_kind(str(opts.burst_kind))
             rows, source = load_queue(opts.burst_dataset_dir, kind), f"{opts.burst_dataset_dir} ({kind})"
         items = burst_items(rows, scale, stride, repeat)
         end = items[-1].due

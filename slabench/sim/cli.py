@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from slabench.core.errors import UserError
+
+if TYPE_CHECKING:
+    from slabench.sim.engine import Engine
 
 
 def add_sim_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
@@ -40,7 +45,7 @@ def add_sim_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
 EMBEDDED_NICE = 10
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("simulate", help="serve the embedded OpenAI-compatible simulator")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
@@ -74,7 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def sim_args_to_argv(values: dict, prefix: str = "") -> list[str]:
+def sim_args_to_argv(values: Mapping[str, Any], prefix: str = "") -> list[str]:
     """Inverse of add_sim_options (with `prefix` as in the caller's namespace) for starting a simulator process;
     options not in `values`, or None, are left to the simulator's defaults."""
     probe = argparse.ArgumentParser(add_help=False)
@@ -91,7 +96,7 @@ def sim_args_to_argv(values: dict, prefix: str = "") -> list[str]:
     return argv
 
 
-def build_sim_engine(args: argparse.Namespace):
+def build_sim_engine(args: argparse.Namespace) -> Engine:
     """The fixed-latency engine, or with --profile the vLLM capacity model of that GPU."""
     from slabench.sim.engine import FixedLatencyEngine
 
@@ -117,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     from slabench.sim.faults import FaultPlan, parse_fault_flags
     from slabench.sim.grading import GradingResponder
     from slabench.sim.server import SimConfig, SimServer, watch_parent
+    from slabench.sim.vllm_engine import VllmEngine
 
     for name in ("ttft", "itl", "jitter"):
         if getattr(args, name) < 0:
@@ -135,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         if not api_key:
             raise UserError(f"--api-key-env {args.api_key_env}: that environment variable is empty or unset")
     engine = build_sim_engine(args)
-    max_model_len = engine.config.max_model_len if args.profile else 32768
+    max_model_len = engine.config.max_model_len if isinstance(engine, VllmEngine) else 32768  # with --profile
     faults = FaultPlan(parse_fault_flags(args.fault), args.stall_s, args.slow_start_s, args.seed)
     config = SimConfig(
         model=args.model,

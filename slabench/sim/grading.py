@@ -5,6 +5,7 @@ the whole quality path (parse → score → record → SLA floors) runs without 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from slabench.core.errors import UserError
 from slabench.core.tokens import split_tokens
@@ -23,7 +24,7 @@ class GradingResponder:
         self.accuracy = accuracy
         self._rng = random.Random(seed)
 
-    def __call__(self, params: dict, headers: dict) -> list[str] | None:
+    def __call__(self, params: dict[str, Any], headers: dict[bytes, bytes]) -> list[str] | None:
         tag = params.get("user")
         if not isinstance(tag, str) or not tag.startswith(USER_TAG + ":"):
             return None

@@ -16,9 +16,9 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, final
 
 import gevent
 import gevent.event
@@ -82,7 +82,7 @@ class SimConfig:
     faults: FaultPlan | None = None
     # What the "model" says: (request params, request headers) → its answer split into tokens, or None for filler
     # words. The grading mode plugs in here.
-    respond: Callable[[dict, dict[bytes, bytes]], list[str] | None] | None = None
+    respond: Callable[[dict[str, Any], dict[bytes, bytes]], list[str] | None] | None = None
     dev_mode: bool = False  # vLLM's development endpoints (VLLM_SERVER_DEV_MODE=1): POST /reset_prefix_cache
 
 
@@ -137,7 +137,8 @@ class SimServer:
 
     @property
     def port(self) -> int:
-        return self._server.server_port
+        port: int = self._server.server_port
+        return port
 
     @property
     def url(self) -> str:
@@ -182,7 +183,7 @@ class SimServer:
                 out = streams.get(em.request_id)
                 if out is None:
                     continue
-                if out.__class__ is _DirectStream:
+                if type(out) is _DirectStream:  # not isinstance: the hot loop; the class is final
                     if not out.pending:  # else its greenlet is already due to send what is pending
                         to_flush.append(out)
                     out.take(em, now)
@@ -260,7 +261,7 @@ class SimServer:
             return self._completion(sock, conn, req, body, _APIS[path])
         return _send_json(sock, conn, 404, _error(f"no route for {method} {path}", "NotFoundError", 404))
 
-    def _models(self) -> dict:
+    def _models(self) -> dict[str, Any]:
         c = self.config
         card = {"id": c.model, "object": "model", "owned_by": "slabench", "max_model_len": c.max_model_len}
         return {"object": "list", "data": [card]}
@@ -345,11 +346,11 @@ class SimServer:
             # writing to this socket: once it is closed, a new connection can get the same fd number.
             self._release(sim.request_id, finished=False)
 
-    def _run(self, call: _Call, q: gevent.queue.Queue, start: float):
+    def _run(self, call: _Call, q: gevent.queue.Queue, start: float) -> Iterator[tuple[Emission, bool]]:
         """Yield (emission, more_ready) for one request until it finishes; abort it in the engine if the caller
         goes away. `more_ready` lets a writer that fell behind send what is waiting in one go."""
         finished = False
-        last = None
+        last: float | None = None
         try:
             while not finished:
                 em: Emission = q.get()
@@ -388,7 +389,14 @@ class SimServer:
         self.metrics.observe_finished(call, time.perf_counter() - out.start)
         sock.sendall(conn.send(h11.Data(data=call.final_events())) + conn.send(h11.EndOfMessage()))
 
-    def _stream(self, sock: Any, conn: h11.Connection, call: _Call, emissions: Any, fault: Fault | None) -> None:
+    def _stream(
+        self,
+        sock: Any,
+        conn: h11.Connection,
+        call: _Call,
+        emissions: Iterator[tuple[Emission, bool]],
+        fault: Fault | None,
+    ) -> None:
         sock.sendall(conn.send(h11.Response(status_code=200, headers=_SSE_HEADERS)))
         # Mid-stream faults strike once half of the expected tokens are out.
         strike = max(1, min(call.req.target_tokens, call.req.max_tokens) // 2) if fault else None
@@ -399,7 +407,7 @@ class SimServer:
                 continue  # behind schedule: these events go out together, one send instead of many
             sock.sendall(conn.send(h11.Data(data=b"".join(pending))))
             pending.clear()
-            if strike is not None and call.completion >= strike:
+            if fault is not None and strike is not None and call.completion >= strike:
                 strike = None
                 if fault.kind == "reset":
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -411,7 +419,7 @@ class SimServer:
         sock.sendall(conn.send(h11.Data(data=call.final_events())))
         sock.sendall(conn.send(h11.EndOfMessage()))
 
-    def _unary(self, sock: Any, conn: h11.Connection, call: _Call, emissions: Any) -> None:
+    def _unary(self, sock: Any, conn: h11.Connection, call: _Call, emissions: Iterator[tuple[Emission, bool]]) -> None:
         for em, _ in emissions:
             call.account(em)
         _send_json(sock, conn, 200, call.unary_body())
@@ -420,6 +428,7 @@ class SimServer:
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
+@final
 class _DirectStream:
     """A streaming reply written by the engine loop itself: each step's chunks go straight to the socket with one
     non-blocking write, with no greenlet switch per token (the simulator's hot path). Bytes the socket does not
@@ -510,7 +519,7 @@ class _Call:
             self.finish_reason = em.finish_reason or "stop"
         return text
 
-    def usage(self) -> dict:
+    def usage(self) -> dict[str, int]:
         return {
             "prompt_tokens": self.req.prompt_tokens,
             "completion_tokens": self.completion,
@@ -540,7 +549,7 @@ class _Call:
         out = self._chunk(b"", True) if self.include_usage else b""
         return out + b"data: [DONE]\n\n"
 
-    def unary_body(self) -> dict:
+    def unary_body(self) -> dict[str, Any]:
         text = "".join(self.texts)
         if self.chat:
             choice = {
@@ -578,7 +587,7 @@ class _ResponsesCall(_Call):
         self.seq += 1
         return b"event: %b\ndata: %b\n\n" % (kind.encode(), data.encode())
 
-    def _response(self, status: str) -> dict:
+    def _response(self, status: str) -> dict[str, Any]:
         done = status == "completed"
         text = {"type": "output_text", "text": "".join(self.texts), "annotations": []}
         message = {"id": self.item, "type": "message", "role": "assistant", "status": status, "content": [text]}
@@ -622,14 +631,14 @@ class _ResponsesCall(_Call):
             + self._event("response.completed", response=response)
         )
 
-    def unary_body(self) -> dict:
+    def unary_body(self) -> dict[str, Any]:
         return self._response("completed")
 
 
 _APIS = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/responses": "responses"}
 
 
-def _responses_as_chat(params: dict) -> dict:
+def _responses_as_chat(params: dict[str, Any]) -> dict[str, Any]:
     """A Responses request as the chat request it amounts to: `instructions` the system message, `input` (a string
     or a list of {role, content} messages) the rest, `max_output_tokens` the cap."""
     given = params.get("input")
@@ -644,13 +653,13 @@ def _responses_as_chat(params: dict) -> dict:
     return {**params, "messages": messages, "max_tokens": params.get("max_output_tokens")}
 
 
-def _shared_prefix(params: dict) -> str:
+def _shared_prefix(params: dict[str, Any]) -> str:
     """The system message: what requests of one tenant share, so a prefix cache can hit on it."""
     first = params["messages"][0]
     return str(first.get("content", "")) if first.get("role") == "system" else ""
 
 
-def _prompt_text(params: dict, chat: bool) -> str:
+def _prompt_text(params: dict[str, Any], chat: bool) -> str:
     if chat:
         messages = params["messages"]
         if not isinstance(messages, list) or not messages:
@@ -666,15 +675,24 @@ def _prompt_text(params: dict, chat: bool) -> str:
     return prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
 
 
-def _error(message: str, kind: str, code: int) -> dict:
+def _error(message: str, kind: str, code: int) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-def _send_json(sock: Any, conn: h11.Connection, status: int, obj: Any, extra: list | None = None) -> None:
+def _send_json(
+    sock: Any, conn: h11.Connection, status: int, obj: Any, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     _send(sock, conn, status, json.dumps(obj).encode(), "application/json", extra)
 
 
-def _send(sock: Any, conn: h11.Connection, status: int, data: bytes, ctype: str, extra: list | None = None) -> None:
+def _send(
+    sock: Any,
+    conn: h11.Connection,
+    status: int,
+    data: bytes,
+    ctype: str,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     headers = [(b"content-type", ctype.encode()), (b"content-length", str(len(data)).encode()), *(extra or [])]
     sock.sendall(
         conn.send(h11.Response(status_code=status, headers=headers))

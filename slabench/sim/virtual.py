@@ -72,8 +72,8 @@ def run(
     heap: list[tuple[float, int, SimRequest, int | None]] = []
     for t, req in arrivals:
         heapq.heappush(heap, (t, next(seq), req, None))
-    for client, req in clients:
-        heapq.heappush(heap, (0.0, next(seq), req, client))
+    for c, req in clients:
+        heapq.heappush(heap, (0.0, next(seq), req, c))
     traces: dict[str, Trace] = {}
     while True:
         te = engine.next_event_time()
@@ -110,11 +110,14 @@ def run_closed_loop(
     counts = dict.fromkeys(range(concurrency), 1)
 
     def follow(tr: Trace, now: float) -> SimRequest | None:
-        k = counts[tr.client]
+        client = tr.client
+        if client is None:  # an open-loop arrival: nobody follows it up
+            return None
+        k = counts[client]
         if k >= requests_per_client:
             return None
-        counts[tr.client] = k + 1
-        return make_request(tr.client, k)
+        counts[client] = k + 1
+        return make_request(client, k)
 
     traces = run(engine, clients=[(c, make_request(c, 0)) for c in range(concurrency)], next_request=follow)
     return sorted(traces.values(), key=lambda tr: (tr.arrival, tr.request.request_id))

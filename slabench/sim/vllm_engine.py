@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from slabench.sim.engine import Emission, SimRequest, StepResult, output_length
 from slabench.sim.profiles import EngineConfig
@@ -147,11 +149,16 @@ class _Seq:
         self.own_base = 0  # shared blocks those own blocks follow
 
 
-class VllmEngine:
-    """vLLM-like engine over one `EngineConfig`. Pure: no clock, no I/O; the caller passes `now`."""
+S = TypeVar("S", bound=_Seq)
 
-    def __init__(self, config: EngineConfig, seed: int = 0) -> None:
+
+class VllmModel(Generic[S]):
+    """vLLM-like engine over one `EngineConfig`, keeping a `S` per request (`VllmEngine`: `_Seq`; the planning
+    engine keeps more per request). Pure: no clock, no I/O; the caller passes `now`."""
+
+    def __init__(self, config: EngineConfig, seed: int, new_seq: Callable[[SimRequest, float, int], S]) -> None:
         self.config = config
+        self._new_seq = new_seq
         c = config
         self._bs = c.block_size
         self._num_blocks = c.num_gpu_blocks
@@ -171,15 +178,15 @@ class VllmEngine:
         self._measured = c.measured_step  # a calibrated linear step time instead of the roofline
         self._rng = random.Random(seed)
 
-        self._seqs: dict[str, _Seq] = {}
-        self._running: list[_Seq] = []
-        self._waiting: deque[_Seq] = deque()
+        self._seqs: dict[str, S] = {}
+        self._running: list[S] = []
+        self._waiting: deque[S] = deque()
         self._used = 0  # blocks referenced by requests (private + the active part of cached prefixes)
         self._cached_free = 0  # cached blocks nobody references (reclaimable)
         self._prefixes: dict[str, _Prefix] = {}
         self._evictable: OrderedDict[str, _Prefix] = OrderedDict()  # entries with a reclaimable tail, LRU first
 
-        self._batch: list[tuple[_Seq, int]] | None = None
+        self._batch: list[tuple[S, int]] | None = None
         self._batch_end = 0.0
         self._batch_start = 0.0
         self._kick: float | None = None  # idle engine with work: when it may start
@@ -222,7 +229,7 @@ class VllmEngine:
         self.check(req)
         if req.request_id in self._seqs:
             raise ValueError(f"request id {req.request_id!r} is already in the engine")
-        s = _Seq(req, now, self._bs)
+        s = self._new_seq(req, now, self._bs)
         self._seqs[s.rid] = s
         self._waiting.append(s)
         if self._batch is None and self._kick is None:
@@ -355,7 +362,7 @@ class VllmEngine:
             s.entry = None
             s.shared = 0
 
-    def _preempt(self, s: _Seq) -> None:
+    def _preempt(self, s: S) -> None:
         # With prefix caching vLLM frees the victim's full blocks with their hashes kept: until evicted, its
         # recompute finds them. Keep them as one evictable entry that continues the shared prefix it followed.
         own = s.computed // self._bs - s.shared if self._caching else 0
@@ -402,7 +409,7 @@ class VllmEngine:
         bs = self._bs
         budget = self._budget
         running = self._running
-        batch: list[tuple[_Seq, int]] = []
+        batch: list[tuple[S, int]] = []
         ntok = pairs = ctx = 0
         preempted = False
 
@@ -456,12 +463,12 @@ class VllmEngine:
         self.steps_total += 1
         self.busy_time_total += dt
 
-    def _admit(self, start: float, budget: int, n_running: int) -> list[tuple[_Seq, int]]:
+    def _admit(self, start: float, budget: int, n_running: int) -> list[tuple[S, int]]:
         """Admit waiting requests in order while there are sequence slots, `budget` tokens and blocks for their
         first chunk; the head of the queue blocks the others (FCFS). Each admitted request has its blocks and
         `computed` = its cached tokens; returns (request, tokens to compute this step)."""
         bs = self._bs
-        admitted: list[tuple[_Seq, int]] = []
+        admitted: list[tuple[S, int]] = []
         waiting = self._waiting
         while waiting and budget > 0 and n_running < self._max_seqs:
             s = waiting[0]
@@ -506,6 +513,8 @@ class VllmEngine:
         """The request has computed its shared prefix: hand those blocks to the cache (unless another did)."""
         s.register = False
         key = s.prefix_key
+        if key is None:  # registers only with a prefix to share
+            return
         e = self._prefixes.get(key)
         if e is None:
             e = _Prefix(key, 0)
@@ -541,7 +550,7 @@ class VllmEngine:
         self.prompt_tokens_total += s.prompt
         return True
 
-    def _complete(self, batch: list[tuple[_Seq, int]], now: float, emissions: list[Emission]) -> None:
+    def _complete(self, batch: list[tuple[S, int]], now: float, emissions: list[Emission]) -> None:
         interval = self._interval
         finished = False
         for s, n in batch:
@@ -563,6 +572,8 @@ class VllmEngine:
             self._running = [s for s in self._running if s.state == _RUNNING]
 
     def _finish(self, s: _Seq, now: float, reason: str) -> None:
+        scheduled, first = s.scheduled, s.first
+        assert scheduled is not None and first is not None, "a request finishes after it was scheduled and sampled"
         s.pending = 0
         s.state = _DONE
         self._release(s)
@@ -570,6 +581,13 @@ class VllmEngine:
         self.request_success_total += 1
         self._finished.append(
             RequestTiming(
-                s.rid, s.arrival, s.scheduled, s.first, now, s.prompt, s.produced, s.cached, s.preemptions, reason
+                s.rid, s.arrival, scheduled, first, now, s.prompt, s.produced, s.cached, s.preemptions, reason
             )
         )
+
+
+class VllmEngine(VllmModel[_Seq]):
+    """The vLLM capacity model the simulator serves: `VllmModel` keeping the plain per-request books."""
+
+    def __init__(self, config: EngineConfig, seed: int = 0) -> None:
+        super().__init__(config, seed, _Seq)

@@ -33,7 +33,7 @@ from typing import Protocol
 
 from slabench.sim.engine import Emission, SimRequest, StepResult
 from slabench.sim.profiles import EngineConfig
-from slabench.sim.vllm_engine import _DONE, _RUNNING, VllmEngine, _Seq
+from slabench.sim.vllm_engine import _DONE, _RUNNING, VllmModel, _Seq
 
 
 class TokenGaps(Protocol):
@@ -122,7 +122,7 @@ class _Stretch:
         return self.members * (m // bs) + self.period_blocks[m % bs]
 
 
-class PlanningEngine(VllmEngine):
+class PlanningEngine(VllmModel[_PSeq]):
     """`VllmEngine`'s model with cohort bookkeeping (see the module doc). Use it in virtual time."""
 
     def __init__(
@@ -133,7 +133,7 @@ class PlanningEngine(VllmEngine):
         token_gaps: TokenGaps | None = None,
         first_tokens: list[tuple[str, float]] | None = None,
     ) -> None:
-        super().__init__(config, seed)
+        super().__init__(config, seed, _PSeq)
         self._gaps = token_gaps
         self._firsts = first_tokens  # (request id, time) appended as each request's first token is sampled
         self._members: dict[str, _PSeq] = {}  # running decoders, in running order
@@ -159,7 +159,7 @@ class PlanningEngine(VllmEngine):
         if req.request_id in self._seqs:
             raise ValueError(f"request id {req.request_id!r} is already in the engine")
         if self._stretch is not None:
-            self._apply_stretch_before(now)
+            self._apply_stretch_before(self._stretch, now)
         s = _PSeq(req, now, self._bs)
         self._seqs[s.rid] = s
         self._waiting.append(s)
@@ -168,7 +168,7 @@ class PlanningEngine(VllmEngine):
 
     def abort(self, request_id: str, now: float) -> None:
         if self._stretch is not None:
-            self._apply_stretch_before(now)
+            self._apply_stretch_before(self._stretch, now)
         s = self._seqs.get(request_id)
         if s is None:
             return
@@ -196,12 +196,12 @@ class PlanningEngine(VllmEngine):
         if self._stretch is not None:
             if now < self._stretch.last_end:
                 return out
-            self._apply_stretch(self._stretch.k)
+            self._apply_stretch(self._stretch, self._stretch.k)
         if self._batch is not None:
             if now < self._batch_end:
                 return out
             start = self._batch_end
-            self._complete_step(start, out.emissions)
+            self._complete_step(self._batch, start, out.emissions)
             self._batch = None
         elif self._kick is not None and now >= self._kick:
             start = now
@@ -291,7 +291,7 @@ class PlanningEngine(VllmEngine):
             return
         if take:
             self._alloc(take)  # as one: reclaiming cached blocks depends only on how many are taken, in order
-        batch: list[tuple[_Seq, int]] = []
+        batch: list[tuple[_PSeq, int]] = []
         c = self._asum + n_dec * (self._gs + 1)
         ntok, pairs, ctx = n_dec, c, c
         for s, n, need in chunks:
@@ -331,7 +331,7 @@ class PlanningEngine(VllmEngine):
         self._schedule(start)  # VllmEngine's scheduler over self._running
         self._specials = self._running  # every running request is kept per request until this step completes
 
-    def _complete_step(self, now: float, emissions: list[Emission]) -> None:
+    def _complete_step(self, batch: list[tuple[_PSeq, int]], now: float, emissions: list[Emission]) -> None:
         gaps = self._gaps
         start = self._batch_start
         interval = self._interval
@@ -360,7 +360,7 @@ class PlanningEngine(VllmEngine):
                     self._push_event(s)
         followed = 0  # tokens of requests whose previous token came at this step's start
         joining = []
-        for s, n in self._batch:
+        for s, n in batch:
             if s.state != _RUNNING:
                 continue  # aborted while the step ran
             first = self._advance(s, n, now)
@@ -384,7 +384,7 @@ class PlanningEngine(VllmEngine):
                 emissions.append(Emission(s.rid, s.pending, False, None, s.cached))
                 s.pending = 0
             joining.append(s)
-        if followed:
+        if gaps is not None and followed:
             gaps.add(now - start, followed)
         if not self._cohort_ok:
             joining = []
@@ -434,9 +434,9 @@ class PlanningEngine(VllmEngine):
             memory = ((self._weights + self._kv_bpt * c0) / bw, self._kv_bpt * n / bw)
         self._stretch = _Stretch(start, self._batch_end, k, n, self._overhead, compute, memory, period)
 
-    def _apply_stretch_before(self, now: float) -> None:
-        """Apply the plain steps that end before `now` (an arrival or abort at `now` comes after them)."""
-        st = self._stretch
+    def _apply_stretch_before(self, st: _Stretch, now: float) -> None:
+        """Apply the plain steps of `st` (the current stretch) that end before `now` (an arrival or abort at `now`
+        comes after them)."""
         lo, hi = 0, st.k  # steps 1..lo end before now; find the largest such lo ≤ k
         while lo < hi:
             mid = (lo + hi + 1) // 2
@@ -444,11 +444,11 @@ class PlanningEngine(VllmEngine):
                 lo = mid
             else:
                 hi = mid - 1
-        self._apply_stretch(lo)
+        self._apply_stretch(st, lo)
 
-    def _apply_stretch(self, j: int) -> None:
-        """Complete steps 1..j of the stretch and schedule step j+1, as `step` would have one by one."""
-        st = self._stretch
+    def _apply_stretch(self, st: _Stretch, j: int) -> None:
+        """Complete steps 1..j of `st` (the current stretch) and schedule step j+1, as `step` would have one by
+        one."""
         self._stretch = None
         if j == 0:
             return

@@ -6,14 +6,21 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from slabench.core.errors import UserError
 from slabench.core.files import check_output
 
+if TYPE_CHECKING:  # the commands import these lazily: `slabench --help` stays fast
+    from slabench.analysis.summary import SweepSummary
+    from slabench.sla.contract import LoadedContract
+    from slabench.sla.grade import Verdict
+    from slabench.sweep.config import Analysis, SweepConfig
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "sweep",
         help="run a load sweep: one locust run per (level, repeat), then aggregate and report",
@@ -78,7 +85,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 # -- sweep -------------------------------------------------------------------------------------------------------
-def _apply_overrides(cfg, args: argparse.Namespace):
+def _apply_overrides(cfg: SweepConfig, args: argparse.Namespace) -> SweepConfig:
     if args.processes is not None:
         if args.processes < 1:
             raise UserError(f"--processes must be ≥ 1 (got {args.processes})")
@@ -96,12 +103,12 @@ def _apply_overrides(cfg, args: argparse.Namespace):
     return cfg
 
 
-def _config_diff(old: dict, new: dict) -> list[str]:
+def _config_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     keys = sorted(set(old) | set(new))
     return [k for k in keys if k != "analysis" and old.get(k) != new.get(k)]
 
 
-def _resume_dir(cfg, resume: str) -> Path:
+def _resume_dir(cfg: SweepConfig, resume: str) -> Path:
     from slabench.core.schema import SWEEP
     from slabench.sweep.runner import read_json
 
@@ -121,7 +128,7 @@ def _resume_dir(cfg, resume: str) -> Path:
     return unfinished[-1]
 
 
-def _new_dir(cfg, sweep_id: str | None) -> Path:
+def _new_dir(cfg: SweepConfig, sweep_id: str | None) -> Path:
     base = Path(cfg.output_dir)
     if sweep_id:
         d = base / sweep_id
@@ -165,7 +172,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
         refuse_simulator_in_cluster(Path(args.config))
     source = "--target-url" if args.target_url else "config"
-    if args.search:
+    if args.search and contract is not None:
         cfg, status = _search(cfg, args, contract, sweep_dir, console, source)
     else:
         runner = SweepRunner(cfg, Path(args.config), sweep_dir, console, target_source=source)
@@ -187,7 +194,9 @@ def run_sweep(args: argparse.Namespace) -> int:
     return _show_verdict(grade_run_dir(sweep_dir, contract), sweep_dir, console)
 
 
-def _search(cfg, args: argparse.Namespace, contract, sweep_dir: Path, console: Console, source: str):
+def _search(
+    cfg: SweepConfig, args: argparse.Namespace, contract: LoadedContract, sweep_dir: Path, console: Console, source: str
+) -> tuple[SweepConfig, str]:
     """Bisect for the highest passing level (`slabench.sweep.search`), then run the contract's own level if the
     search did not, so the verdict speaks for the contract's load. Returns the config of the levels run, and the
     runner's status."""
@@ -197,7 +206,7 @@ def _search(cfg, args: argparse.Namespace, contract, sweep_dir: Path, console: C
 
     status = "complete"
 
-    def run_levels(levels: list[int]):
+    def run_levels(levels: list[int]) -> SweepSummary:
         nonlocal status
         level_cfg = cfg.model_copy(update={"levels": levels})
         status = SweepRunner(level_cfg, Path(args.config), sweep_dir, console, target_source=source).run()
@@ -227,7 +236,7 @@ def _search(cfg, args: argparse.Namespace, contract, sweep_dir: Path, console: C
     return cfg.model_copy(update={"levels": tested}), status
 
 
-def _show_verdict(verdict, out_dir: Path, console: Console) -> int:
+def _show_verdict(verdict: Verdict, out_dir: Path, console: Console) -> int:
     from slabench.sla.grade_run import exit_code, write_verdict
     from slabench.sla.render import verdict_table
 
@@ -253,7 +262,15 @@ def _parse_slo(items: list[str]) -> dict[str, float] | None:
 
 
 def _report(
-    run_dir: Path, analysis, slo, warmup_s, console: Console, as_json: bool, out=None, require=False, contract=None
+    run_dir: Path,
+    analysis: Analysis | None,
+    slo: dict[str, float] | None,
+    warmup_s: float | None,
+    console: Console,
+    as_json: bool,
+    out: str | None = None,
+    require: bool = False,
+    contract: LoadedContract | None = None,
 ) -> int:
     """Aggregate, grade against `contract` when given, write the report (with the verdict in it), print; return the
     exit code (the verdict's, or 0)."""

@@ -132,7 +132,7 @@ class SweepConfig(StrictModel):
 
     @field_validator("locust_options")
     @classmethod
-    def _options(cls, v: dict) -> dict:
+    def _options(cls, v: dict[str, str | int | float | bool]) -> dict[str, str | int | float | bool]:
         for key in v:
             if not _OPTION.match(key):
                 raise ValueError(f"{key!r}: write locust options without dashes, e.g. max-tokens: 64")

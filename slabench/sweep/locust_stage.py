@@ -10,19 +10,22 @@ warm-up can be changed afterwards (`slabench aggregate --warmup-s`) without re-r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from locust import events
 from locust.env import Environment
-from locust.runners import WorkerRunner
+from locust.runners import Runner, WorkerRunner
 
 from slabench.core.record import StageUnit, stage_fields
+
+if TYPE_CHECKING:
+    from slabench.locust.plugin import RecordHub
 
 POLL_S = 0.1
 
 
-@events.init_command_line_parser.add_listener
+@events.init_command_line_parser.add_listener  # type: ignore[untyped-decorator]  # locust's EventHook is unannotated
 def _options(parser: Any) -> None:
     g = parser.add_argument_group("slabench sweep")
     g.add_argument("--stage-level", type=int, default=-1, help="concurrency (users) stamped on every record")
@@ -32,6 +35,8 @@ def _options(parser: Any) -> None:
 
 def _stage(environment: Environment) -> dict[str, Any]:
     o = environment.parsed_options
+    if o is None:  # not started from a command line: no stage options to stamp
+        return {}
     fields = stage_fields(
         o.stage_level if o.stage_level >= 0 else None,
         StageUnit.USERS,
@@ -41,7 +46,7 @@ def _stage(environment: Environment) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-@events.init.add_listener
+@events.init.add_listener  # type: ignore[untyped-decorator]  # locust's EventHook is unannotated
 def _on_init(environment: Environment, **_: Any) -> None:
     hub = getattr(environment, "slabench", None)
     if hub is not None and hub.stage_fn is None:
@@ -49,18 +54,19 @@ def _on_init(environment: Environment, **_: Any) -> None:
         hub.stage_fn = lambda: _stage(environment)
 
 
-def _watch(environment: Environment, limit: int) -> None:
-    hub = environment.slabench
+def _watch(runner: Runner, hub: RecordHub, limit: int) -> None:
     while True:
         gevent.sleep(POLL_S)
         sink = hub.store.sink
         if sink is not None and sink.count >= limit:
-            environment.runner.quit()
+            runner.quit()
             return
 
 
-@events.test_start.add_listener
+@events.test_start.add_listener  # type: ignore[untyped-decorator]  # locust's EventHook is unannotated
 def _on_test_start(environment: Environment, **_: Any) -> None:
-    limit = environment.parsed_options.stop_after_requests
-    if limit > 0 and not isinstance(environment.runner, WorkerRunner) and hasattr(environment, "slabench"):
-        gevent.spawn(_watch, environment, limit)
+    opts, runner = environment.parsed_options, environment.runner
+    limit = opts.stop_after_requests if opts is not None else 0
+    hub = getattr(environment, "slabench", None)
+    if limit > 0 and runner is not None and not isinstance(runner, WorkerRunner) and hub is not None:
+        gevent.spawn(_watch, runner, hub, limit)

@@ -66,7 +66,7 @@ class PlannedRun:
 
 def plan(cfg: SweepConfig) -> list[PlannedRun]:
     """Level by level, repeats back to back (repeats of a level are then seconds apart, like the team's runs)."""
-    out = []
+    out: list[PlannedRun] = []
     for level in cfg.levels:
         for repeat in range(1, cfg.repeats + 1):
             i = len(out)
@@ -105,22 +105,22 @@ def host_facts() -> dict[str, Any]:
     return {"hostname": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count()}
 
 
-def write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomically (temp + rename): a manifest is either the old one or the new one, never half."""
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
-def read_json(path: Path, schema: FileSchema) -> dict | None:
+def read_json(path: Path, schema: FileSchema) -> dict[str, Any] | None:
     """A sweep.json or manifest.json; None when missing or unreadable (the run is then redone), an error when it is
     of another kind or version (slabench.core.schema): never guess what another version's fields mean."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    schema.check(data, str(path))
-    return data
+    schema.check(data, str(path))  # a mapping of this schema, or it raises
+    return dict(data)
 
 
 # -- the target --------------------------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ def check_target(url: str, insecure: bool = False, timeout: float = 5.0) -> None
         ) from None
 
 
-def fresh_prefix_cache(url: str, insecure: bool, api_key_env: str, salt: str, timeout: float = 10.0) -> dict:
+def fresh_prefix_cache(url: str, insecure: bool, api_key_env: str, salt: str, timeout: float = 10.0) -> dict[str, str]:
     """Before a run, empty the server's prefix cache, so a repeat measures the card and not the cache the run before
     it filled: vLLM's POST /reset_prefix_cache (served in its dev mode, VLLM_SERVER_DEV_MODE=1). Where the server
     has no such endpoint, the run's prompts start with `[salt]` instead (`--prompt-salt`), which no earlier run's
@@ -240,7 +240,7 @@ def count_records(path: Path) -> tuple[int, int]:
     return n, connect
 
 
-def _stop_group(proc: subprocess.Popen) -> None:
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
     """Stop a locust process and whatever it forked (--processes): SIGTERM lets it write its records first."""
     for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
         try:
@@ -261,7 +261,7 @@ class SweepRunner:
         config_path: Path,
         sweep_dir: Path,
         console: Console | None = None,
-        on_run_done: Callable[[PlannedRun, dict], None] | None = None,
+        on_run_done: Callable[[PlannedRun, dict[str, Any]], None] | None = None,
         target_source: str = "config",
     ) -> None:
         self.cfg = cfg
@@ -279,7 +279,7 @@ class SweepRunner:
 
     def is_complete(self, run: PlannedRun) -> bool:
         m = read_json(self.run_dir(run) / "manifest.json", SWEEP_RUN)
-        return bool(m) and m.get("status") == "complete"
+        return m is not None and m.get("status") == "complete"
 
     def _write_sweep(self, status: str, **extra: Any) -> None:
         self.meta.update(status=status, updated_at=_now(), **extra)
@@ -305,6 +305,7 @@ class SweepRunner:
 
     def _target(self, simulator_url: str | None = None) -> dict[str, Any]:
         """What this sweep measured: a server (and how it was named), or the embedded simulator."""
+        url: str | None
         if self.cfg.target.url:
             kind, url, source = "server", self.cfg.target.url, self.target_source
         else:
@@ -362,7 +363,11 @@ class SweepRunner:
             task = progress.add_task(self.sweep_id, total=len(todo))
             for i, run in enumerate(todo):
                 progress.update(task, description=f"{self.sweep_id} level {run.level} repeat {run.repeat}")
-                manifest = self._run_one(run, url, lambda frac, i=i: progress.update(task, completed=i + frac), per_run)
+
+                def tick(frac: float, done: int = i) -> None:
+                    progress.update(task, completed=done + frac)
+
+                manifest = self._run_one(run, url, tick, per_run)
                 progress.update(task, completed=i + 1)
                 cache = {"reset": "prefix cache reset", "salted": "prompts salted", "kept": "prefix cache kept"}
                 progress.console.print(
@@ -373,7 +378,7 @@ class SweepRunner:
                 if self.on_run_done is not None:
                     self.on_run_done(run, manifest)
 
-    def _run_one(self, run: PlannedRun, url: str, tick: Callable[[float], None], expected_s: float) -> dict:
+    def _run_one(self, run: PlannedRun, url: str, tick: Callable[[float], None], expected_s: float) -> dict[str, Any]:
         rdir = self.run_dir(run)
         if rdir.exists():  # an interrupted or failed attempt: start clean
             shutil.rmtree(rdir)

@@ -17,7 +17,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
 
+from slabench.analysis.summary import SweepSummary
 from slabench.core.errors import UserError
 from slabench.sla.contract import CheckSpec, LoadedContract
 from slabench.sla.grade import Status, grade_level
@@ -79,7 +82,7 @@ class Search:
             f"(tolerance {self.tolerance})"
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "kind": "slabench.sweep_search",
             "range": [self.low, self.high],
@@ -91,7 +94,7 @@ class Search:
         }
 
 
-def level_status(contract: LoadedContract, summary, level: int) -> tuple[Status, str]:
+def level_status(contract: LoadedContract, summary: SweepSummary, level: int) -> tuple[Status, str]:
     """The capacity checks' verdict at one concurrency level of a summary."""
     from slabench.sla.estimates import levels_from_summary
 
@@ -109,7 +112,7 @@ def run_search(
     levels: Sequence[int],
     tolerance: int,
     contract: LoadedContract,
-    run_level: Callable[[list[int]], object],
+    run_level: Callable[[list[int]], SweepSummary],
     say: Callable[[str], None],
 ) -> Search:
     """Bisect between min(levels) and max(levels). `run_level(tested)` runs every level in `tested` not yet run
@@ -134,5 +137,5 @@ def run_search(
     return search
 
 
-def write_search(search: Search, path) -> None:
+def write_search(search: Search, path: Path) -> None:
     path.write_text(json.dumps(search.to_dict(), indent=2) + "\n", encoding="utf-8")

@@ -57,7 +57,7 @@ def _transfer_options() -> argparse.ArgumentParser:
     return common
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s3, transfer = _s3_options(), _transfer_options()
     weights = subparsers.add_parser(
         "weights",

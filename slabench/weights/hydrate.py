@@ -205,7 +205,8 @@ class Journal:
 
 def _check_local(dest: Path, manifest: Manifest, journal: Journal, result: HydrateResult) -> list[FileEntry]:
     """Which manifest files must be fetched. Files of the right size but unknown state are hashed (in parallel)."""
-    to_hash, to_fetch = [], []
+    to_hash: list[FileEntry] = []
+    to_fetch: list[FileEntry] = []
     for e in manifest.files:
         if journal.trusts(e):
             result.trusted += 1

@@ -156,7 +156,7 @@ def _object_matches(client: Any, root: S3Url, entry: FileEntry) -> bool:
         if mapped is None:
             raise
         raise mapped from None
-    return head.get("ContentLength") == entry.size and head.get("Metadata", {}).get("sha256") == entry.sha256
+    return bool(head.get("ContentLength") == entry.size and head.get("Metadata", {}).get("sha256") == entry.sha256)
 
 
 def _upload(
@@ -208,7 +208,7 @@ def _upload(
 def _delete_unlisted(client: Any, root: S3Url, manifest: Manifest) -> list[str]:
     """After a --force, remove objects under the revision that the new manifest no longer lists."""
     keep = {root.key(e.path) for e in manifest.files} | {root.key(MANIFEST_NAME)}
-    stale = []
+    stale: list[str] = []
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=root.bucket, Prefix=root.prefix + "/")
     for page in pages:
         stale.extend(o["Key"] for o in page.get("Contents", []) if o["Key"] not in keep)

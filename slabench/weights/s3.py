@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from slabench.core.errors import UserError
+from slabench.core.errors import ExitCode, UserError
 from slabench.core.extras import require
 
 # S3 bucket naming rules (general purpose buckets): 3-63 chars, lowercase letters, digits, dots, hyphens.
@@ -22,7 +22,7 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 class OperationFailed(UserError):
     """Not the user's typo but still one clear line: S3 data is corrupt, the disk is full, the network is down."""
 
-    exit_code = 1
+    exit_code = ExitCode(1)  # a failed operation, not a grade: weights commands have no verdict to give
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,8 @@ def is_not_found(exc: BaseException) -> bool:
 def get_bytes(client: Any, url: S3Url) -> bytes | None:
     """GET a small object whole; None when the key does not exist; any other failure → one-line error."""
     try:
-        return client.get_object(Bucket=url.bucket, Key=url.prefix)["Body"].read()
+        body: bytes = client.get_object(Bucket=url.bucket, Key=url.prefix)["Body"].read()
+        return body
     except Exception as exc:
         if is_not_found(exc):
             return None

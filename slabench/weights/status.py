@@ -19,7 +19,7 @@ from typing import Any
 
 from slabench.core.errors import UserError
 from slabench.weights import local
-from slabench.weights.manifest import MANIFEST_NAME, digest, hash_file, parse_manifest
+from slabench.weights.manifest import MANIFEST_NAME, FileEntry, Manifest, digest, hash_file, parse_manifest
 from slabench.weights.s3 import S3Url, describe_error, get_bytes, parse_s3_url
 
 
@@ -77,7 +77,7 @@ def local_status(dest: Path, verify: bool = False) -> CacheStatus:
         status.state = "hydrating"
     if verify and manifest is not None:
 
-        def bad(entry) -> bool:
+        def bad(entry: FileEntry) -> bool:
             try:
                 return hash_file(dest / entry.path) != (entry.size, entry.sha256)
             except OSError:
@@ -141,7 +141,7 @@ def list_published(client: Any, url: S3Url) -> list[dict[str, Any]]:
     return out
 
 
-def _local_manifest(dest: Path):
+def _local_manifest(dest: Path) -> Manifest | None:
     """The manifest copy hydrate keeps in the cache; None if absent or damaged (status reports, never fails)."""
     path = local.state_dir(dest) / "manifest.json"
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ def transfer_manager(client: Any, settings: TransferSettings) -> Any:
     return create_transfer_manager(client, transfer_config(settings))
 
 
-def subscriber(on_bytes: Any) -> Any:
+def subscriber(on_bytes: Callable[[int], None]) -> Any:
     """A TransferManager subscriber that reports transferred bytes (to a progress bar).
 
     Downloads still start with a HeadObject: s3transfer uses its ETag as If-Match on every ranged GET, so an object
@@ -44,8 +45,8 @@ def subscriber(on_bytes: Any) -> Any:
     """
     from s3transfer.subscribers import BaseSubscriber
 
-    class _Subscriber(BaseSubscriber):
-        def on_progress(self, future, bytes_transferred, **kwargs):
+    class _Subscriber(BaseSubscriber):  # type: ignore[misc]  # s3transfer ships no types: its base is Any
+        def on_progress(self, future: Any, bytes_transferred: int, **kwargs: Any) -> None:
             on_bytes(bytes_transferred)
 
     return _Subscriber()

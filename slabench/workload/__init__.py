@@ -41,7 +41,7 @@ from slabench.workload.quality import (
     simulated_answer,
     summarize_quality,
 )
-from slabench.workload.queue import QUEUE_KINDS
+from slabench.workload.queue import QUEUE_KINDS, queue_kind
 from slabench.workload.transcripts import GradingItem
 
 __all__ = [
@@ -65,6 +65,7 @@ __all__ = [
     "load_settings",
     "parse_answer",
     "prompt_tokens",
+    "queue_kind",
     "score_answer",
     "simulated_answer",
     "summarize_quality",

@@ -7,10 +7,12 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from slabench.core.errors import UserError
 from slabench.core.extras import require
 from slabench.core.files import check_output
+from slabench.core.queue import QueueItem
 from slabench.workload.accounts import load_settings
 from slabench.workload.dataset import (
     build_item,
@@ -23,7 +25,7 @@ from slabench.workload.dataset import (
 from slabench.workload.queue import QUEUE_KINDS
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("dataset", help="build, verify and describe the retail QA-grading dataset")
     sub = p.add_subparsers(dest="dataset_command", required=True, parser_class=type(p))
 
@@ -81,13 +83,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.plot:
         check_output(args.plot, "--plot")  # before the work, not after it
         require("matplotlib", "--plot")
-    queues = {kind: load_queue(d, kind, settings) for kind in QUEUE_KINDS}
+    queues: dict[str, list[QueueItem]] = {kind: load_queue(d, kind, settings) for kind in QUEUE_KINDS}
     golden = load_golden(d, settings)
     items = queues[args.queue]
     step = max(1, len(items) // args.limit) if args.limit else 1
     calls = [build_item(q, settings) for q in items[::step]]
     duration = settings.queue.duration_s
-    report = {
+    report: dict[str, Any] = {
         "dataset": str(d),
         "token_estimator": ESTIMATOR,
         "length_source": f"{len(calls)} calls rebuilt from queue_{args.queue}"
@@ -108,13 +110,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pct(d: dict | None) -> str:
+def _pct(d: dict[str, float] | None) -> str:
     if d is None:
         return "no data"
     return " / ".join(f"{v:,.0f}" for v in d.values())
 
 
-def _format(r: dict) -> str:
+def _format(r: dict[str, Any]) -> str:
     out = [f"dataset {r['dataset']}", f"token counts: {r['token_estimator']}", f"lengths from {r['length_source']}", ""]
     head = f"{'account':8} {'n':>6}  {'prompt verbose p10/p50/p90/p99':>32}  {'prompt terse':>28}  "
     head += f"{'output verbose':>24}  {'output terse':>20}  {'transcript':>26}"
@@ -148,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except UserError as e:
         print(f"slabench: {e}", file=sys.stderr)
         return e.exit_code

@@ -19,13 +19,13 @@ import io
 import itertools
 import json
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from slabench.core.errors import UserError
 from slabench.core.queue import QueueItem, parse_queue_text
 from slabench.workload.accounts import WorkloadSettings, load_settings
 from slabench.workload.golden import build_golden, golden_counts, golden_row, parse_golden
-from slabench.workload.queue import QUEUE_KINDS, QueueKind, account_counts, build_queue
+from slabench.workload.queue import QUEUE_KINDS, QueueKind, account_counts, build_queue, queue_kind
 from slabench.workload.transcripts import ESTIMATOR, GradingItem, generate_call
 
 # Bump whenever the same (settings, seed) would produce different bytes or different rebuilt calls.
@@ -65,7 +65,7 @@ def build_files(settings: WorkloadSettings, seed: int) -> dict[str, bytes]:
     queues = {kind: build_queue(settings, seed, kind, taken) for kind in QUEUE_KINDS}
     for kind, items in queues.items():
         files[QUEUE_FILES[kind]] = _queue_csv(items)
-    manifest = {
+    manifest: dict[str, Any] = {
         "schema_version": 1,
         "generator": "slabench.workload",
         "generator_version": GENERATOR_VERSION,
@@ -110,7 +110,7 @@ def _first_difference(a: bytes, b: bytes) -> str:
     return f"line {min(len(la), len(lb)) + 1} (one file is longer)"
 
 
-def read_manifest(dataset_dir: Path) -> dict:
+def read_manifest(dataset_dir: Path) -> dict[str, Any]:
     path = dataset_dir / MANIFEST
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -118,6 +118,8 @@ def read_manifest(dataset_dir: Path) -> dict:
         raise UserError(f"{path}: file not found (build the dataset with `slabench dataset build`)") from None
     except json.JSONDecodeError as e:
         raise UserError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a JSON object (rebuild the dataset with `slabench dataset build`)")
     for key in ("generator_version", "seed", "settings_sha256", "files"):
         if key not in data:
             raise UserError(f"{path}: {key}: required key is missing")
@@ -241,8 +243,7 @@ def load_queue(
     dataset_dir: str | Path = "datasets", kind: QueueKind = "burst", settings: WorkloadSettings | None = None
 ) -> list[QueueItem]:
     """The queue `kind` ("burst" | "gamma") in arrival order, validated row by row, then against the manifest."""
-    if kind not in QUEUE_FILES:
-        raise UserError(f"queue: unknown queue kind {kind!r} (use one of: {', '.join(QUEUE_FILES)})")
+    kind = queue_kind(kind)  # a caller's text is checked here too
     d = resolve_dir(dataset_dir)
     settings = settings or load_settings()
     path = d / QUEUE_FILES[kind]

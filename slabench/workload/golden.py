@@ -100,7 +100,10 @@ def _check_row(r: GoldenRow, settings: WorkloadSettings, where: str) -> GradingI
         raise UserError(f"{where}: scores: items {', '.join(map(str, missing))} of account {r.account} are missing")
     cs = score_call(acct.items, r.scores, acct.recording_disclosure_required, settings.pass_threshold)
     overall = None if cs.overall is None else round(cs.overall, 2)
-    if (overall is None) != (r.overall is None) or (overall is not None and abs(overall - r.overall) > 0.005):
+    stated = r.overall
+    if (overall is None) != (stated is None) or (
+        overall is not None and stated is not None and abs(overall - stated) > 0.005
+    ):
         raise UserError(
             f"{where}: overall: {r.overall} does not follow from the scores by the scoring rule ({overall})"
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from slabench.core.errors import UserError
 from slabench.core.tokens import estimate_tokens
@@ -117,7 +117,7 @@ class _Same:
 
     __slots__ = ("obj",)
 
-    def __init__(self, obj: object) -> None:
+    def __init__(self, obj: WorkloadSettings) -> None:
         self.obj = obj
 
     def __hash__(self) -> int:
@@ -129,7 +129,7 @@ class _Same:
 
 @functools.lru_cache(maxsize=128)
 def _system(ref: _Same, account_key: str, task: str) -> tuple[str, int]:
-    settings: WorkloadSettings = ref.obj  # type: ignore[assignment]
+    settings = ref.obj
     account = settings.account(account_key)
     ids = ", ".join(str(i) for i in account.rubric)
     text = "\n\n".join(
@@ -151,7 +151,9 @@ def system_prompt(account: str, task: Task = "verbose", settings: WorkloadSettin
     return _system(_Same(settings or load_settings()), account, task)[0]
 
 
-def build_messages(item: GradingItem, task: Task = "verbose", settings: WorkloadSettings | None = None) -> list[dict]:
+def build_messages(
+    item: GradingItem, task: Task = "verbose", settings: WorkloadSettings | None = None
+) -> list[dict[str, str]]:
     """OpenAI chat messages for grading `item`: the account's system prompt, then the transcript last."""
     _check_task(task)
     system, _ = _system(_Same(settings or load_settings()), item.account, task)
@@ -172,18 +174,18 @@ def prompt_tokens(item: GradingItem, task: Task = "verbose", settings: WorkloadS
     return system_tokens + _USER_PREFIX_TOKENS + item.transcript_tokens
 
 
-def answer_schema(account: str, task: Task = "verbose", settings: WorkloadSettings | None = None) -> dict:
+def answer_schema(account: str, task: Task = "verbose", settings: WorkloadSettings | None = None) -> dict[str, Any]:
     """JSON Schema of a valid answer, items in scorecard order, for guided decoding (`response_format` /
     `guided_json`). `quality.parse_answer` accepts every answer this schema accepts (and also any item order)."""
     _check_task(task)
     acct = (settings or load_settings()).account(account)
     entries = []
     for item in acct.items:
-        props: dict = {"id": {"const": item.id}, "score": _score_schema(item)}
+        props: dict[str, Any] = {"id": {"const": item.id}, "score": _score_schema(item)}
         if task == "verbose":
             props |= {"quote": {"type": "string"}, "rationale": {"type": "string"}}
         entries.append({"type": "object", "properties": props, "required": list(props), "additionalProperties": False})
-    top: dict = {
+    top: dict[str, Any] = {
         "items": {"type": "array", "prefixItems": entries, "items": False, "minItems": len(entries)},
     }
     if task == "verbose":
@@ -197,7 +199,7 @@ def answer_schema(account: str, task: Task = "verbose", settings: WorkloadSettin
     }
 
 
-def _score_schema(item: RubricItem) -> dict:
+def _score_schema(item: RubricItem) -> dict[str, Any]:
     if item.scale == "1-5":
         return {"type": "integer", "minimum": 1, "maximum": 5}
     return {"enum": ["Y", "N", "NA"] if item.scale == "YNNA" else ["Y", "N"]}

@@ -20,6 +20,7 @@ import random
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from slabench.core.tokens import estimate_tokens
 from slabench.workload.accounts import WorkloadSettings, load_settings
@@ -51,7 +52,7 @@ class QualityResult:
     pass_agree: bool | None  # None when the answer does not parse or either side has no verdict
     score_abs_error: float | None
 
-    def record_fields(self, task: str) -> dict:
+    def record_fields(self, task: str) -> dict[str, Any]:
         """The fields `RequestRecord` carries (its quality block), for `record.replace(**...)`."""
         d = asdict(self)
         d.pop("parse_error")
@@ -136,7 +137,7 @@ def _has_evidence(items: object) -> bool:
     return isinstance(items, list) and any(isinstance(e, dict) and ("quote" in e or "rationale" in e) for e in items)
 
 
-def _labels(item: RubricItem) -> tuple:
+def _labels(item: RubricItem) -> tuple[str, ...]:
     return ("Y", "N", "NA") if item.scale == "YNNA" else ("Y", "N")
 
 
@@ -246,7 +247,8 @@ def _anchor(item: RubricItem, score: Score) -> str:
 
 def _pad(base: str, target: int, rng: random.Random) -> str:
     """Add neutral sentences (each at most once per cycle) until `base` reaches about `target` estimator tokens."""
-    out, n, left = base, estimate_tokens(base), []
+    out, n = base, estimate_tokens(base)
+    left: list[str] = []
     while True:
         if not left:
             left = rng.sample(_RATIONALE_MORE, len(_RATIONALE_MORE))
@@ -277,7 +279,7 @@ def simulated_answer(
         return json.dumps({"items": [{"id": rid, "score": s} for rid, s in scores]})
     if task != "verbose":
         raise ValueError(f"unknown task {task!r}")
-    per_item = list(item.item_output_tokens) or [settings.output.per_item_median] * len(scores)
+    per_item: list[float] = list(item.item_output_tokens) or [settings.output.per_item_median] * len(scores)
     budget = item.verbose_tokens - settings.output.base_tokens
     scale = min(1.0, budget / sum(per_item)) if sum(per_item) else 1.0
     entries = []

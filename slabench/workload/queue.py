@@ -19,14 +19,24 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from collections.abc import Sequence
 from typing import Literal
 
+from slabench.core.errors import UserError
 from slabench.core.queue import QueueItem
-from slabench.workload.accounts import WorkloadSettings
+from slabench.workload.accounts import Bump, Queue, WorkloadSettings
 
 QueueKind = Literal["burst", "gamma"]
 QUEUE_KINDS: tuple[QueueKind, ...] = ("burst", "gamma")
 SEED_BITS = 48  # item seeds: unique, and short enough to keep the CSV small
+
+
+def queue_kind(name: str) -> QueueKind:
+    """`name` as a queue kind (options from the command line or the web UI arrive as text)."""
+    for kind in QUEUE_KINDS:
+        if name == kind:
+            return kind
+    raise UserError(f"queue: unknown queue kind {name!r} (use one of: {', '.join(QUEUE_KINDS)})")
 
 
 def derive_seed(seed: int, label: str) -> int:
@@ -44,7 +54,7 @@ def account_counts(settings: WorkloadSettings, total: int) -> dict[str, int]:
     return counts
 
 
-def _batch_start(bumps, q, rng: random.Random) -> float:
+def _batch_start(bumps: Sequence[Bump], q: Queue, rng: random.Random) -> float:
     if rng.random() < q.baseline_share:
         return rng.uniform(0.0, q.duration_s)
     bump = rng.choices(bumps, weights=[b.weight for b in bumps])[0]

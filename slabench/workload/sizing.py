@@ -28,10 +28,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from slabench.core.tokens import MIN_RATIO
+from slabench.core.tokens import MIN_RATIO, ChatTokenizer
+
+if TYPE_CHECKING:
+    from slabench.workload.dataset import NamesACall
+    from slabench.workload.transcripts import GradingItem
 
 log = logging.getLogger("slabench")
 
@@ -41,7 +47,7 @@ SAME = 0.005  # a scale this close to 1 is 1: the call is not rebuilt
 class TokenizerScale:
     """Tokens of the served model per estimator token, on a sample of the golden transcripts."""
 
-    def __init__(self, tokenizer, golden, sample: int = 60) -> None:
+    def __init__(self, tokenizer: ChatTokenizer, golden: Sequence[GradingItem], sample: int = 60) -> None:
         picked = golden[:: max(1, len(golden) // sample)][:sample]
         model = sum(tokenizer.count_text(g.transcript) for g in picked)
         estimate = sum(g.transcript_tokens for g in picked)
@@ -50,7 +56,7 @@ class TokenizerScale:
         self.value = 1.0 if abs(ratio - 1.0) < SAME else ratio
         self.source = f"measured with the tokenizer on {len(picked)} golden transcripts"
 
-    def build(self, item):
+    def build(self, item: NamesACall) -> GradingItem:
         """The call with its transcript at the measured scale."""
         from slabench.workload import build_item
 
@@ -103,7 +109,7 @@ class UsageScale:
                 )
             self.value = 1.0 if abs(slope - 1.0) < SAME else max(slope, MIN_RATIO)
 
-    def build(self, item):
+    def build(self, item: NamesACall) -> GradingItem:
         """The call with its transcript at the learned scale."""
         from slabench.workload import build_item
 
@@ -115,7 +121,7 @@ class AsBuilt:
 
     value = 1.0
 
-    def build(self, item):
+    def build(self, item: NamesACall) -> GradingItem:
         from slabench.workload import build_item
 
         return build_item(item)

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from slabench.core.queue import QueueItem
 from slabench.workload.accounts import WorkloadSettings
@@ -29,14 +30,16 @@ def percentiles(values: Iterable[float], pcts: Sequence[float] = PCTS) -> dict[s
     return {f"p{p:g}": float(v) for p, v in zip(pcts, np.percentile(a, pcts), strict=True)}
 
 
-def per_second_counts(offsets: Sequence[float], duration_s: float, bin_s: float = 1.0) -> np.ndarray:
+def per_second_counts(
+    offsets: Sequence[float] | NDArray[np.float64], duration_s: float, bin_s: float = 1.0
+) -> np.ndarray:
     """Arrivals in each [k·bin, (k+1)·bin) bin of the window."""
     bins = int(np.ceil(duration_s / bin_s))
     idx = np.floor(np.asarray(offsets, dtype=float) / bin_s).astype(int)
     return np.bincount(np.clip(idx, 0, bins - 1), minlength=bins)
 
 
-def peak_window_count(offsets: Sequence[float], window_s: float) -> int:
+def peak_window_count(offsets: Sequence[float] | NDArray[np.float64], window_s: float) -> int:
     """The most arrivals in any window [t, t + window_s) (sliding, starting at an arrival)."""
     t = np.sort(np.asarray(offsets, dtype=float))
     if t.size == 0:
@@ -67,7 +70,8 @@ def arrival_stats(items: Sequence[QueueItem], duration_s: float) -> ArrivalStats
     gaps = np.diff(np.sort(off))
     shares: dict[str, int] = {}
     for it in items:
-        shares[it.account] = shares.get(it.account, 0) + 1
+        account = it.account if it.account is not None else "(no account)"  # a queue file's row may name none
+        shares[account] = shares.get(account, 0) + 1
     return ArrivalStats(
         count=int(off.size),
         min_offset_s=float(off.min()),

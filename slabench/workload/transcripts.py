@@ -13,7 +13,9 @@ import functools
 import math
 import random
 import string
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from slabench.core.tokens import estimate_tokens
 from slabench.workload import phrases as P
@@ -23,6 +25,11 @@ from slabench.workload.rubric import Score, score_call
 _LINE_OVERHEAD = 7  # "[mm:ss] " is 5 estimator tokens, "Agent:" 2
 # What every token count in the dataset means (stated in the manifest and by `slabench dataset stats`).
 ESTIMATOR = "slabench.core.tokens.estimate_tokens (regex \\w+|[^\\w\\s]: words and punctuation marks)"
+
+T = TypeVar("T")
+# One transcript turn: (speaker or None for an event line, text, rubric ids it is evidence for, estimator tokens,
+# seconds of silence after it)
+Turn = tuple[str | None, str, tuple[int, ...], int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +79,7 @@ class _Rng(random.Random):
     """A call's random stream. `pick` is one uniform draw from a sequence: one C call instead of random.choice's
     bit-twiddling (replay rebuilds thousands of calls a second)."""
 
-    def pick(self, seq):
+    def pick(self, seq: Sequence[T]) -> T:
         return seq[int(self.random() * len(seq))]
 
 
@@ -81,15 +88,20 @@ class _CompactRng(_Rng):
     drawn from the shorter half of its equivalent phrasings (the same one draw, so the call's other draws stay where
     they were). A short call has little neutral talk to give up; its scored lines must be shorter too."""
 
-    def pick(self, seq):
+    def pick(self, seq: Sequence[T]) -> T:
         if isinstance(seq, tuple) and len(seq) > 1 and isinstance(seq[0], str):
             seq = _shorter_half(seq)
         return seq[int(self.random() * len(seq))]
 
 
+def _text_length(option: object) -> int:
+    return len(option) if isinstance(option, str) else 0
+
+
 @functools.lru_cache(maxsize=1024)
-def _shorter_half(options: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(sorted(options, key=len)[: (len(options) + 1) // 2])
+def _shorter_half(options: tuple[T, ...]) -> tuple[T, ...]:
+    """The shorter half of equivalent phrasings (strings)."""
+    return tuple(sorted(options, key=_text_length)[: (len(options) + 1) // 2])
 
 
 def _int(rng: _Rng, lo: int, hi: int) -> int:
@@ -250,7 +262,7 @@ def _template_tokens(template: str) -> tuple[int, tuple[str, ...]]:
     return estimate_tokens(literal), tuple(name for _, name, _, _ in parts if name)
 
 
-class _Slots(dict):
+class _Slots(dict[str, str]):
     """A call's slot values, with each value's token count computed once."""
 
     __slots__ = ("_tokens",)
@@ -272,10 +284,10 @@ class _Script:
 
     __slots__ = ("rng", "slots", "tokens", "turns")
 
-    def __init__(self, rng: _Rng, slots: dict[str, str]) -> None:
+    def __init__(self, rng: _Rng, slots: _Slots) -> None:
         self.rng = rng
         self.slots = slots
-        self.turns: list[tuple[str | None, str, tuple[int, ...], int, int]] = []
+        self.turns: list[Turn] = []
         self.tokens = 0  # estimate_tokens of the rendered lines
 
     def say(self, speaker: str | None, template: str, *evidence: int, pause_s: int = 0) -> None:
@@ -306,10 +318,11 @@ class _Deck:
 
     __slots__ = ("_left", "_pool", "_rng")
 
-    def __init__(self, rng: _Rng, pool: tuple) -> None:
-        self._rng, self._pool, self._left = rng, pool, []
+    def __init__(self, rng: _Rng, pool: tuple[str, ...]) -> None:
+        self._rng, self._pool = rng, pool
+        self._left: list[str] = []
 
-    def draw(self):
+    def draw(self) -> str:
         if not self._left:
             self._left = _shuffled(self._rng, self._pool)
         return self._left.pop()
@@ -351,7 +364,7 @@ class _Decks:
         return r.pick(P.SYSTEM_STATE).replace("{thing}", r.pick(P.SYSTEM_THING)), r.pick(P.CUSTOMER_WAIT)
 
 
-def _shuffled(rng: _Rng, seq) -> list:
+def _shuffled(rng: _Rng, seq: Iterable[T]) -> list[T]:
     out = list(seq)
     for i in range(len(out) - 1, 0, -1):  # Fisher-Yates on rng.random(): cheaper than random.shuffle
         j = int(rng.random() * (i + 1))
@@ -359,7 +372,9 @@ def _shuffled(rng: _Rng, seq) -> list:
     return out
 
 
-def _agent_customer(rng: _Rng, slots: dict[str, str], pairs, evidence: tuple[int, ...] = ()) -> _Script:
+def _agent_customer(
+    rng: _Rng, slots: _Slots, pairs: Iterable[tuple[str, str]], evidence: tuple[int, ...] = ()
+) -> _Script:
     s = _Script(rng, slots)
     for q, a in pairs:
         s.say("Agent", q, *evidence)
@@ -367,12 +382,15 @@ def _agent_customer(rng: _Rng, slots: dict[str, str], pairs, evidence: tuple[int
     return s
 
 
-def _script(account: Account, ctx: CallContext, s: dict[int, Score], rng: _Rng, slots: dict[str, str], deck: _Decks):
+def _script(
+    account: Account, ctx: CallContext, s: dict[int, Score], rng: _Rng, slots: _Slots, deck: _Decks
+) -> tuple[_Script, list[_Script], _Script, _Script]:
     """The call's turns in sections: (opening, discussion blocks, resolution, closing). Filler goes between the
     discussion blocks, so every behaviour line stays where a real agent would say it."""
     it = P.INTENTS[ctx.intent]
     v = account.vertical
     card_vertical = v == "card"
+    listen, probing, empathy, tone_level, policy, process = (_level(s, i) for i in (6, 8, 9, 10, 13, 14))
 
     head = _Script(rng, slots)
     if ctx.ivr_disclosure:
@@ -410,29 +428,28 @@ def _script(account: Account, ctx: CallContext, s: dict[int, Score], rng: _Rng, 
     emo = _Script(rng, slots)
     feeling, specific = rng.pick(P.EMOTION)
     emo.say("Customer", feeling)
-    if s[9] == 5:
+    if empathy == 5:
         emo.say("Agent", specific, 9)
         extra = _Script(rng, slots)
         extra.say("Customer", deck.detail())
         extra.pick("Agent", P.EMPATHY[5], 9)
         blocks.append(extra)
     else:
-        emo.pick("Agent", P.EMPATHY[s[9]], 9)
+        emo.pick("Agent", P.EMPATHY[empathy], 9)
     blocks.append(emo)
     # probing questions
     probes = list(it.probes)
     probes = _shuffled(rng, probes)
-    n_probe = {5: min(4, max(3, len(probes))), 4: 2, 3: 1}.get(s[8], 0)
+    n_probe = {5: min(4, max(3, len(probes))), 4: 2, 3: 1}.get(probing, 0)
     for i, pair in enumerate(probes[:n_probe]):
         blocks.append(_agent_customer(rng, slots, [pair], (8,) if i == 0 else ()))
-    if s[8] == 2:
+    if probing == 2:
         blocks.append(_agent_customer(rng, slots, P.GENERIC_PROBE, (8,)))
-    elif s[8] == 1:
+    elif probing == 1:
         b = _Script(rng, slots)
         b.pick("Agent", P.ASSUME, 8)
         blocks.append(b)
     # active listening: reflections at the top, lapses and interruptions at the bottom
-    listen = s[6]
     for i in range({5: 2, 4: 1}.get(listen, 0)):
         b = _Script(rng, slots)
         b.say("Customer", deck.detail())
@@ -452,9 +469,9 @@ def _script(account: Account, ctx: CallContext, s: dict[int, Score], rng: _Rng, 
         blocks.append(_agent_customer(rng, slots, [rng.pick(P.MISSTATE)], (6,)))
     # courtesy and tone
     # courtesy and tone: warm words ride on the agent's own turns; rudeness answers the caller's pushback
-    tone = P.COURTESY.get(s[10], ())
-    courtesy = rng.sample(tone, min(len(tone), {5: 3, 4: 1, 2: 1, 1: 2}.get(s[10], 0)))
-    if s[10] <= 2:
+    tone = P.COURTESY.get(tone_level, ())
+    courtesy = rng.sample(tone, min(len(tone), {5: 3, 4: 1, 2: 1, 1: 2}.get(tone_level, 0)))
+    if tone_level <= 2:
         for line in courtesy:
             b = _Script(rng, slots)
             b.pick("Customer", P.PUSHBACK)
@@ -482,7 +499,7 @@ def _script(account: Account, ctx: CallContext, s: dict[int, Score], rng: _Rng, 
     if s[16] == "Y":
         res.pick("Agent", P.OWN_YES, 16)
     topic = "credit" if card_vertical and it.topic == "subscription" else it.topic
-    res.say("Agent", P.POLICY[topic][s[13]], 13)
+    res.say("Agent", P.POLICY[topic][policy], 13)
     if s[17] != "NA":
         _card_payment(res, s[17] == "Y")
     if s[24] == "Y":
@@ -490,7 +507,7 @@ def _script(account: Account, ctx: CallContext, s: dict[int, Score], rng: _Rng, 
     if s[26] == "Y":
         res.pick("Agent", P.CONSENT_ASK, 26)
         res.pick("Customer", P.CONSENT_YES)
-    _process(res, it, s[14])
+    _process(res, it, process)
     if s[26] == "N":
         res.pick("Agent", P.CONSENT_SKIP, 26)
     if s[25] == "Y":
@@ -498,7 +515,7 @@ def _script(account: Account, ctx: CallContext, s: dict[int, Score], rng: _Rng, 
     if s[16] == "N":
         res.say("Agent", it.own_no, 16)
     if s[15] == "Y":
-        res.say("Agent", it.expect if s[14] >= 4 else P.EXPECT_WEAK, 15)
+        res.say("Agent", it.expect if process >= 4 else P.EXPECT_WEAK, 15)
     if s[19] == "Y":
         res.say("Agent", P.OFFER[v], 19)
         res.pick("Customer", P.OFFER_REPLY)
@@ -508,7 +525,7 @@ def _script(account: Account, ctx: CallContext, s: dict[int, Score], rng: _Rng, 
     tail = _Script(rng, slots)
     if s[20] == "Y":
         recap = rng.pick(P.RECAP)
-        tail.say("Agent", recap if s[14] >= 4 else recap.replace("{recap}", "{recap_weak}"), 20)
+        tail.say("Agent", recap if process >= 4 else recap.replace("{recap}", "{recap_weak}"), 20)
         tail.say("Customer", "Okay, great.")
     if s[21] == "Y":
         tail.say("Agent", P.ANYTHING_ELSE_TRANSFER if s[12] != "NA" else rng.pick(P.ANYTHING_ELSE), 21)
@@ -533,6 +550,14 @@ def _script(account: Account, ctx: CallContext, s: dict[int, Score], rng: _Rng, 
     for line, (b, i) in zip(courtesy, rng.sample(spots, min(len(spots), len(courtesy))), strict=False):
         b.append_to_agent(i, line, 10)
     return head, blocks, res, tail
+
+
+def _level(s: Mapping[int, Score], item: int) -> int:
+    """A soft-skill item's 1-5 level (`sample_scores` gives each one an integer)."""
+    v = s[item]
+    if not isinstance(v, int):
+        raise ValueError(f"rubric item {item}: a soft skill is scored 1-5, not {v!r}")
+    return v
 
 
 def _hold(res: _Script, seconds: int) -> None:
@@ -563,7 +588,7 @@ def _card_payment(res: _Script, safe: bool) -> None:
         res.say("Agent", P.PCI_UNSAFE_READBACK, 17)
 
 
-def _filler(deck: _Decks, rng: _Rng, slots: dict[str, str]) -> _Script:
+def _filler(deck: _Decks, rng: _Rng, slots: _Slots) -> _Script:
     """One neutral exchange: no questions, courtesy, empathy or policy, so it never changes a score."""
     b = _Script(rng, slots)
     r = rng.random()
@@ -577,11 +602,11 @@ def _filler(deck: _Decks, rng: _Rng, slots: dict[str, str]) -> _Script:
     return b
 
 
-def _join(scripts: list[_Script], rng: _Rng, compact: bool = False) -> list:
+def _join(scripts: list[_Script], rng: _Rng, compact: bool = False) -> list[Turn]:
     """Concatenate sections. A caller who speaks twice in a row just keeps talking (one turn); an agent who does
     gets a backchannel from the caller in between, as transcripts of real calls show — or, `compact`, keeps talking
     too (a call resized for a model that spends more tokens per word: its short calls have no room to spare)."""
-    turns: list = []
+    turns: list[Turn] = []
     for sc in scripts:
         for t in sc.turns:
             prev = turns[-1] if turns else None
@@ -604,11 +629,13 @@ def _stamps() -> tuple[str, ...]:
 _BACKCHANNEL = ("Okay.", "Mm-hm.", "Right.", "Okay, yeah.")
 
 
-def _render(turns, duration_s: float) -> tuple[str, dict[int, int]]:
+def _render(turns: Sequence[Turn], duration_s: float) -> tuple[str, dict[int, int]]:
     """Timestamped lines; the clock advances with each line's share of the call's speech, plus any hold."""
     hold_s = sum(t[4] for t in turns)
     rate = sum(t[3] for t in turns) / max(1.0, duration_s - hold_s)  # tokens per second of speech
-    lines, evidence, t = [], {}, 0.0
+    lines: list[str] = []
+    evidence: dict[int, int] = {}
+    t = 0.0
     stamps = _stamps()
     for idx, (speaker, text, ev, n, pause_s) in enumerate(turns):
         stamp = stamps[int(t)] if t < len(stamps) else f"[{int(t) // 60:02d}:{int(t) % 60:02d}]"
@@ -619,7 +646,7 @@ def _render(turns, duration_s: float) -> tuple[str, dict[int, int]]:
     return "\n".join(lines), evidence
 
 
-def _length(settings: WorkloadSettings, account: Account, rng: _Rng) -> tuple[float, float]:
+def _length(settings: WorkloadSettings, account: Account, rng: random.Random) -> tuple[float, float]:
     """The call's minutes and its transcript's length target in tokens: the seed's first draws."""
     lo, hi = settings.call_minutes_clip
     minutes = _clip(rng.lognormvariate(math.log(account.minutes_median), account.minutes_log_sd), lo, hi)
@@ -698,11 +725,11 @@ def generate_call(
     )
 
 
-def terse_answer_tokens(scores) -> int:
+def terse_answer_tokens(scores: Iterable[Score]) -> int:
     """estimate_tokens of ``{"items": [{"id": 1, "score": "Y"}, ...]}``: 8 tokens of wrapper, a comma between
     entries, 15 per entry with a quoted score and 13 with an integer one (a test checks against the estimator)."""
-    scores = list(scores)
-    return 8 + max(0, len(scores) - 1) + sum(15 if isinstance(v, str) else 13 for v in scores)
+    values = list(scores)
+    return 8 + max(0, len(values) - 1) + sum(15 if isinstance(v, str) else 13 for v in values)
 
 
 def evidence_line(item: GradingItem, rubric_id: int) -> str | None:

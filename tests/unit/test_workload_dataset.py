@@ -121,6 +121,12 @@ def test_missing_file(ds):
     assert "queue_gamma.csv: file not found" in msg and "slabench dataset build" in msg
 
 
+def test_a_manifest_that_is_not_an_object_is_one_line(ds):
+    (ds / "manifest.json").write_text("null\n", encoding="utf-8")
+    msg = _raise(ds)
+    assert msg.startswith(f"{ds / 'manifest.json'}: not a JSON object") and "slabench dataset build" in msg
+
+
 def _edit_queue(d: Path, line: int, new: str) -> Path:
     path = d / "queue_burst.csv"
     lines = path.read_text().split("\n")

@@ -7,6 +7,7 @@ import functools
 import numpy as np
 import pytest
 
+from slabench.core.queue import QueueItem
 from slabench.workload.accounts import load_settings
 from slabench.workload.golden import build_golden
 from slabench.workload.queue import account_counts, build_queue
@@ -35,6 +36,11 @@ def test_account_shares_within_one_percent_of_spec(kind):
     stats = arrival_stats(queue(kind), 195)
     for key, acct in S.accounts.items():
         assert abs(stats.account_shares[key] - acct.share) <= 0.01 * acct.share
+
+
+def test_rows_without_an_account_get_their_own_share():
+    rows = [QueueItem(0, 0.5, "A"), QueueItem(1, 1.0), QueueItem(2, 1.5, "A")]
+    assert arrival_stats(rows, 2).account_shares == pytest.approx({"(no account)": 1 / 3, "A": 2 / 3})
 
 
 def test_burst_figures_near_workload_md():
