@@ -819,10 +819,13 @@ def _html_502(c: Conn, r: Request) -> bool:
     return True
 
 
+_revoked_turn = itertools.count()
+
+
 @behaviour("revoked_key_401")
 def _revoked(c: Conn, r: Request) -> bool:
-    """A connection's first request is answered; every later one is 401 (the key was revoked mid-run)."""
-    if c.seq >= 2:
+    """The server's first request of this behaviour is answered; every later one is 401 (the key was revoked)."""
+    if next(_revoked_turn):
         return BEHAVIOURS["unauthorized_401"](c, r)
     return _ok(c, r)
 
