@@ -819,6 +819,17 @@ def _html_502(c: Conn, r: Request) -> bool:
     return True
 
 
+@behaviour("unasked_answer_while_idle")
+def _unasked(c: Conn, r: Request) -> bool:
+    """Answers, then 0.1 s later sends an unasked copy of the answer while the connection is idle."""
+    _ok(c, r)
+    time.sleep(0.1)
+    c.head()
+    stream(c, good_stream())
+    c.end()
+    return True
+
+
 _revoked_turn = itertools.count()
 
 

@@ -142,7 +142,12 @@ def add_options(parser: Any) -> None:
         help="ask for usage on every chunk (vLLM's continuous_usage_stats) to count tokens per chunk",
     )
     g.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect")
-    g.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without a byte before giving up")
+    g.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=120.0,
+        help="seconds for the whole response head, then without a byte mid-stream, before giving up",
+    )
     g.add_argument("--request-timeout", type=float, default=900.0, help="seconds for a whole request")
     g.add_argument(
         "--max-event-bytes",

@@ -154,7 +154,7 @@ def test_the_table_covers_every_behaviour_of_the_server():
     from tests.hostile_server import BEHAVIOURS
 
     assert len(CASES) >= 25
-    covered = {c.behaviour for c in CASES} | {"timed", "echo_events", "closed_when_idle"}  # tests of their own below
+    covered = {c.behaviour for c in CASES} | {"timed", "echo_events", "closed_when_idle", "unasked_answer_while_idle"}
     assert covered == set(BEHAVIOURS)
 
 
@@ -382,3 +382,20 @@ def test_a_usage_count_over_max_tokens_is_not_believed(server):
     assert (r.outcome, r.error_category, r.token_source) == ("incomplete", "bad_usage", "estimate")
     assert r.completion_tokens is not None and r.completion_tokens <= 16 and r.chunk_tokens is None
     assert metrics.ttft(r) is not None  # the answer's timings stand
+
+
+def test_an_unasked_answer_on_an_idle_connection_is_never_taken_for_the_next_requests(server):
+    """Bytes that arrive on an idle keep-alive connection before the next request is written are no answer to it:
+    the connection is closed and the request goes out on a new one, where it gets its own answer."""
+    client = StreamingClient(Target(server.url))
+    mark = server.mark()
+    try:
+        first = send(client, "unasked_answer_while_idle").record
+        time.sleep(0.5)  # the unasked copy has long arrived
+        second = send(client, "echo_request_id").record
+    finally:
+        client.close()
+    assert (first.outcome, second.outcome) == ("ok", "ok"), second.error_message
+    seen = server.requests(mark)
+    assert [r["request_id"] for r in seen] == [first.request_id, second.request_id]
+    assert seen[0]["conn"] != seen[1]["conn"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,20 @@ def test_a_stale_answer_on_a_reused_tls_connection_is_not_this_requests(server, 
         client.close()
     assert [r.error_category or r.outcome for r in records] == ["ok", "stale_response", "ok"]
     assert how in records[1].error_message
+
+
+def test_an_unasked_answer_on_an_idle_tls_connection_is_never_taken_for_the_next_requests(server):
+    client = StreamingClient(Target(server.url, verify_tls=False))
+    body = chat_body("m", [{"role": "user", "content": "hi"}], 16)
+    mark = server.mark()
+    try:
+        records = []
+        for behaviour in ("unasked_answer_while_idle", "echo_request_id"):
+            records.append(client.send("chat", body, RecordMeta(run_id="tls"), headers={"X-Hostile": behaviour}).record)
+            time.sleep(0.5)
+    finally:
+        client.close()
+    assert [r.outcome for r in records] == ["ok", "ok"], records[1].error_message
+    seen = server.requests(mark)
+    assert [r["request_id"] for r in seen] == [r.request_id for r in records]
+    assert seen[0]["conn"] != seen[1]["conn"]  # the connection that held the unasked bytes was not reused
