@@ -71,8 +71,10 @@ GOOD = [
 ]
 
 
-def good_stream(sep: bytes = b"\n", done: bool = True) -> bytes:
-    return b"".join(sse(e, sep) for e in GOOD) + (sse("[DONE]", sep) if done else b"")
+def good_stream(sep: bytes = b"\n", done: bool = True, request_id: str = "") -> bytes:
+    """The good answer; with `request_id`, its chunk ids are vLLM's `chatcmpl-<X-Request-Id>`."""
+    body = b"".join(sse(e, sep) for e in GOOD) + (sse("[DONE]", sep) if done else b"")
+    return body.replace(b'"chatcmpl-h"', f'"chatcmpl-{request_id}"'.encode()) if request_id else body
 
 
 @dataclass
@@ -102,6 +104,7 @@ class Conn:
     buf: bytes = b""
     seq: int = 0
     sent: list[float] = field(default_factory=list)
+    previous: tuple[str, bytes] = ("", b"")  # the last request's id and answer (the stale behaviours replay it)
 
     # -- the wire ----------------------------------------------------------------------------------------------
     def raw(self, data: bytes) -> None:
@@ -270,10 +273,13 @@ def _prelude(c: Conn, r: Request) -> bool:
 
 @behaviour("reasoning_first")
 def _reasoning(c: Conn, r: Request) -> bool:
+    """A reasoning delta (the first token), then two content deltas; usage counts all three."""
     c.head()
     c.chunk(sse(event(role="assistant")))
     c.chunk(sse(event(reasoning="thinking", usage=1)))
-    stream(c, good_stream())
+    c.chunk(sse(event("Hello", usage=2)))
+    c.chunk(sse(event(" there", finish="stop", usage=3)))
+    c.chunk(sse(event(choices=False, usage=3)) + sse("[DONE]"))
     c.end()
     return True
 
@@ -627,6 +633,257 @@ def _echo(c: Conn, r: Request) -> bool:
     c.chunk(sse("[DONE]"))
     c.end()
     return True
+
+
+# -- round 3: wrong numbers recorded as right, a load generator turned into a denial of service ---------------------
+@behaviour("bom_first")
+def _bom_first(c: Conn, r: Request) -> bool:
+    """A UTF-8 byte-order mark before the first event, the first content (legal: SSE drops it at the stream's
+    start)."""
+    c.head()
+    stream(c, b"\xef\xbb\xbf" + good_stream().split(b"\n\n", 1)[1])
+    c.end()
+    return True
+
+
+@behaviour("bom_one_byte_chunks")
+def _bom_bytes(c: Conn, r: Request) -> bool:
+    """The BOM and the stream after it, every byte its own HTTP chunk and TCP segment."""
+    c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    c.head()
+    stream(c, b"\xef\xbb\xbf" + good_stream(), piece=1)
+    c.end()
+    return True
+
+
+@behaviour("bom_mid_stream")
+def _bom_mid(c: Conn, r: Request) -> bool:
+    """A BOM before the second content event (a proxy gluing streams): that line is no SSE field."""
+    c.head()
+    events = good_stream().split(b"\n\n")[:-1]
+    events[2] = b"\xef\xbb\xbf" + events[2]
+    stream(c, b"".join(e + b"\n\n" for e in events))
+    c.end()
+    return True
+
+
+@behaviour("field_name_cased")
+def _cased(c: Conn, r: Request) -> bool:
+    """One content event as `Data: {...}` (SSE field names are case-sensitive: the line is skipped)."""
+    c.head()
+    events = good_stream().split(b"\n\n")[:-1]
+    events[1] = events[1].replace(b"data: ", b"Data: ", 1)
+    stream(c, b"".join(e + b"\n\n" for e in events))
+    c.end()
+    return True
+
+
+def _replay(header: bool) -> Behaviour:
+    def play(c: Conn, r: Request) -> bool:
+        stale_id, stale = c.previous
+        mine = good_stream(request_id=r.request_id)
+        c.previous = (r.request_id, mine)
+        rid, body = (stale_id, stale) if c.seq >= 2 else (r.request_id, mine)
+        c.head(**({"X_Request_Id": rid} if header else {}))
+        stream(c, body)
+        c.end()
+        return True
+
+    how = "echoing its X-Request-Id" if header else "its chunk ids vLLM's chatcmpl-<X-Request-Id>"
+    play.__doc__ = f"On a reused connection, answers with the previous request's stream ({how})."
+    return play
+
+
+BEHAVIOURS["stale_echo_header"] = _replay(header=True)
+BEHAVIOURS["stale_chunk_id"] = _replay(header=False)
+
+
+@behaviour("echo_request_id")
+def _echo_id(c: Conn, r: Request) -> bool:
+    """vLLM with request-id headers: the request's own X-Request-Id in the head and in every chunk id."""
+    c.head(X_Request_Id=r.request_id)
+    stream(c, good_stream(request_id=r.request_id))
+    c.end()
+    return True
+
+
+@behaviour("proxy_request_id")
+def _proxy_id(c: Conn, r: Request) -> bool:
+    """A proxy's own X-Request-Id in the response (an id the client never sent)."""
+    c.head(X_Request_Id=f"proxy-{c.conn_id}-{c.seq}")
+    stream(c, good_stream())
+    c.end()
+    return True
+
+
+def _usage(old: bytes, new: bytes, doc: str) -> Behaviour:
+    def play(c: Conn, r: Request) -> bool:
+        c.head()
+        stream(c, good_stream().replace(old, new))
+        c.end()
+        return True
+
+    play.__doc__ = doc
+    return play
+
+
+BEHAVIOURS["usage_negative"] = _usage(
+    b'"completion_tokens": 3', b'"completion_tokens": -3', "The good answer, its completion tokens -3."
+)
+BEHAVIOURS["usage_all_zero"] = _usage(
+    b'"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8',
+    b'"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0',
+    "The good answer, its final usage all zero.",
+)
+BEHAVIOURS["usage_under_chunks"] = _usage(
+    b'"completion_tokens": 3', b'"completion_tokens": 1', "The good answer, its usage 1 token for 3 chunks."
+)
+BEHAVIOURS["cached_tokens_negative"] = _usage(
+    b'"total_tokens": 8}',
+    b'"total_tokens": 8, "prompt_tokens_details": {"cached_tokens": -1}}',
+    "The good answer, its usage claiming -1 cached tokens.",
+)
+
+
+@behaviour("done_trailing_space")
+def _done_space(c: Conn, r: Request) -> bool:
+    c.head()
+    stream(c, good_stream().replace(b"data: [DONE]", b"data: [DONE] "))
+    c.end()
+    return True
+
+
+@behaviour("done_trailing_text")
+def _done_text(c: Conn, r: Request) -> bool:
+    c.head()
+    stream(c, good_stream().replace(b"data: [DONE]", b"data: [DONE] stream ends"))
+    c.end()
+    return True
+
+
+def tool_event(args: str, usage: int, first: bool = False, finish: str | None = None) -> dict:
+    call: dict = {"index": 0, "function": {"arguments": args}}
+    if first:
+        call.update(id="call_1", type="function", function={"name": "lookup", "arguments": args})
+    obj = event(finish=finish, usage=usage)
+    obj["choices"][0]["delta"]["tool_calls"] = [call]
+    return obj
+
+
+@behaviour("tool_calls_only")
+def _tools(c: Conn, r: Request) -> bool:
+    """An answer that is one tool call, streamed as three tool_calls deltas, no content."""
+    c.head()
+    c.chunk(sse(event(role="assistant", usage=0)))
+    c.chunk(sse(tool_event('{"q": ', 1, first=True)))
+    c.chunk(sse(tool_event('"x"', 2)))
+    c.chunk(sse(tool_event("}", 3, finish="tool_calls")))
+    c.chunk(sse(event(choices=False, usage=3)) + sse("[DONE]"))
+    c.end()
+    return True
+
+
+@behaviour("tool_calls_then_content")
+def _tools_content(c: Conn, r: Request) -> bool:
+    """A tool call's delta, then two content deltas."""
+    c.head()
+    c.chunk(sse(tool_event("{}", 1, first=True)))
+    c.chunk(sse(event("Hello", usage=2)))
+    c.chunk(sse(event(" there", finish="stop", usage=3)))
+    c.chunk(sse(event(choices=False, usage=3)) + sse("[DONE]"))
+    c.end()
+    return True
+
+
+@behaviour("tool_calls_not_a_list")
+def _tools_bad(c: Conn, r: Request) -> bool:
+    c.head()
+    c.chunk(b'data: {"choices": [{"index": 0, "delta": {"tool_calls": {"index": 0}}}]}\n\n')
+    stream(c, good_stream())
+    c.end()
+    return True
+
+
+BEHAVIOURS["retry_after_zero"] = _json_error(429, "Rate limit reached", Retry_After="0")
+BEHAVIOURS["retry_after_past_date"] = _json_error(
+    429, "Rate limit reached", Retry_After="Wed, 21 Oct 2015 07:28:00 GMT"
+)
+BEHAVIOURS["retry_after_huge"] = _json_error(429, "Rate limit reached", Retry_After="86400")
+BEHAVIOURS["retry_after_garbage"] = _json_error(503, "Server busy", Retry_After="soon")
+
+
+@behaviour("html_502")
+def _html_502(c: Conn, r: Request) -> bool:
+    """A gateway's HTML error page, no Retry-After."""
+    c.whole(502, "<html><body><h1>502 Bad Gateway</h1></body></html>", ctype="text/html")
+    return True
+
+
+@behaviour("unasked_answer_while_idle")
+def _unasked(c: Conn, r: Request) -> bool:
+    """Answers, then 0.1 s later sends an unasked copy of the answer while the connection is idle."""
+    _ok(c, r)
+    time.sleep(0.1)
+    c.head()
+    stream(c, good_stream())
+    c.end()
+    return True
+
+
+_revoked_turn = itertools.count()
+
+
+@behaviour("revoked_key_401")
+def _revoked(c: Conn, r: Request) -> bool:
+    """The server's first request of this behaviour is answered; every later one is 401 (the key was revoked)."""
+    if next(_revoked_turn):
+        return BEHAVIOURS["unauthorized_401"](c, r)
+    return _ok(c, r)
+
+
+@behaviour("reset_after_head")
+def _reset_head(c: Conn, r: Request) -> bool:
+    c.head()
+    time.sleep(0.2)  # the head has been read
+    c.reset()
+    return False
+
+
+@behaviour("bad_chunk_size")
+def _bad_chunk(c: Conn, r: Request) -> bool:
+    """One good event, then a chunk whose size line is not hexadecimal."""
+    c.head()
+    c.chunk(sse(event("Hi", usage=1)))
+    time.sleep(0.3)  # the head has been read: the broken framing is the body's
+    c.raw(b"zz\r\nnot a chunk\r\n")
+    c.hold(2.0)
+    return False
+
+
+@behaviour("redirect_307_chain")
+def _redirect_chain(c: Conn, r: Request) -> bool:
+    """307 to 307 to the same server's `ok`."""
+    c.whole(307, b"", Location="/redirect_307/v1/chat/completions")
+    return True
+
+
+def _trickle_head(head: bytes, every: float) -> Behaviour:
+    def play(c: Conn, r: Request) -> bool:
+        c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        end = time.monotonic() + HOLD_S
+        for i in itertools.count():
+            if time.monotonic() > end:
+                return False
+            c.raw(head[i : i + 1] if i < len(head) else b"X-Pad: %d\r\n" % i)
+            time.sleep(every)
+
+    return play
+
+
+BEHAVIOURS["head_trickle"] = _trickle_head(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n", 0.1)
+BEHAVIOURS["head_trickle"].__doc__ = "The response head one byte every 0.1 s."
+BEHAVIOURS["head_never_ends"] = _trickle_head(b"HTTP/1.1 200 OK\r\n", 0.05)
+BEHAVIOURS["head_never_ends"].__doc__ = "A status line, then a header line after another, never the blank line."
 
 
 # -- the server ----------------------------------------------------------------------------------------------------

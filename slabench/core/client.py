@@ -9,8 +9,10 @@ Every request the server receives becomes exactly one classified `RequestRecord`
 (a stopping user) leaves `send`, and even then the record is handed to `on_cancel` first. In particular:
 - a request is never sent twice: the pool only reuses an idle connection that is not at EOF, and once the bytes
   are written, a connection closed without an answer is the record's `closed` error, not a silent resend;
-- `data: [DONE]` ends the request (its record ends there); the connection is reused only when the body then ends
-  cleanly within a short grace;
+- `data: [DONE]` (or any data starting with it, as the OpenAI SDK reads it) ends the request (its record ends
+  there); the connection is reused only when the body then ends cleanly within a short grace;
+- an answer is this request's own: one that names another request of this client (an echoed `X-Request-Id`, or a
+  vLLM-style chunk id `chatcmpl-<request id>`) is a `stale_response` error and its connection is closed;
 - 307/308 to the same server are followed with the same method, body and X-Request-Id (bounded); other redirects
   are recorded naming their Location;
 - API keys and bearer tokens are redacted from every message a record keeps (docs/client.md lists every case).
@@ -27,6 +29,7 @@ import socket
 import ssl
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +40,7 @@ import gevent.monkey
 import gevent.socket
 import orjson
 from geventhttpclient import HTTPClient
-from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTPSocketPoolResponse
 
 from slabench.core.errors import UserError
 from slabench.core.record import ErrorCategory, Outcome, RecordMeta, RequestRecord
@@ -51,6 +54,7 @@ DONE_GRACE_S = 0.25  # after [DONE], how long the body may take to end before th
 _RECV_BYTES = 16384
 _REDIRECTS = frozenset((301, 302, 303, 307, 308))
 _PLAIN_SOCKET = gevent.socket.socket  # what geventhttpclient connects with over http (https wraps it in SSLSocket)
+_RECENT_IDS = 16  # this client's last request ids, by which an answer to another of its requests is recognised
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class Target:
     api_key: str | None = field(default=None, repr=False)  # never printed
     verify_tls: bool = True
     connect_timeout: float = 10.0
-    stall_timeout: float = 120.0  # no bytes at all for this long: first-byte timeout, then mid-stream stall
+    stall_timeout: float = 120.0  # the response head's deadline (from the write), then no bytes mid-stream this long
     request_timeout: float = 900.0  # whole request, first byte to [DONE]
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # a longer SSE line or event is not an OpenAI stream
 
@@ -132,10 +136,15 @@ class _Shape(Exception):
     """A stream event that is JSON, but not shaped like an OpenAI chunk."""
 
 
+class _Done(Exception):
+    """A data event that starts with `[DONE]` but is not exactly it (`[DONE] `): the end of the stream all the same."""
+
+
 class _Stream:
     """Mutable timings and counts of one request while it runs; frozen into a record at the end."""
 
     __slots__ = (
+        "bad_usage",
         "cached",
         "chunk_times",
         "chunk_tokens",
@@ -147,14 +156,17 @@ class _Stream:
         "last_usage_completion",
         "prompt_tokens",
         "redirects",
+        "request_id",
         "retry_after",
         "sent",
         "status",
+        "stream_id",
         "text",
         "wall_sent",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
         self.sent: float | None = None
         self.first_byte: float | None = None
         self.wall_sent: float | None = None
@@ -171,6 +183,8 @@ class _Stream:
         self.done = False
         self.redirects = 0
         self.retry_after: float | None = None
+        self.stream_id: str | None = None  # the first event's `id` ("" when it has none)
+        self.bad_usage: str | None = None  # why the server's usage is not believed
 
 
 class StreamingClient:
@@ -183,6 +197,7 @@ class StreamingClient:
         self._origin = (scheme, self._host, self._port)
         self._tls = scheme == "https"
         self._http: HTTPClient | None = None
+        self._recent: deque[str] = deque(maxlen=_RECENT_IDS)  # this client's last request ids
 
     def _connection(self) -> HTTPClient:
         if self._http is None:
@@ -231,7 +246,7 @@ class StreamingClient:
         body.setdefault("stream_options", {"include_usage": True})
         request_id = meta.request_id or uuid.uuid4().hex
         payload = json.dumps(body).encode()
-        s = _Stream()
+        s = _Stream(request_id)
         failure: _Failure | None = None
         limit = self.target.request_timeout
         try:
@@ -254,6 +269,7 @@ class StreamingClient:
                 Outcome.ERROR, ErrorCategory.CLIENT, f"slabench failed on this response ({type(e).__name__}: {e})"
             )
         failure = failure or _implausible_usage(s, body.get("max_tokens"))
+        self._recent.append(request_id)
         return Reply(self._record(s, meta, body, request_id, failure), "".join(s.text))
 
     # -- the request -----------------------------------------------------------------------------------------
@@ -262,6 +278,7 @@ class StreamingClient:
         resp = self._open(path, payload, headers, s)
         s.first_byte = self._clock()
         s.status = status = resp.status_code
+        self._check_own(_header(resp, "x-request-id").strip(), s.request_id, "carries X-Request-Id")
         if status >= 400:
             s.retry_after = _retry_after(_header(resp, "retry-after"))
             raise self._http_error(status, _read_upto(resp, _MAX_ERROR_BODY)[0], path)
@@ -321,18 +338,31 @@ class StreamingClient:
         raise AssertionError("unreachable")
 
     def _request(self, path: str, payload: bytes, headers: dict[str, str]) -> Any:
-        """One POST, never resent. geventhttpclient's pool reuses an idle connection only when it is not at EOF
-        (so a connection the server closed while idle is replaced before anything is written), and it does not
-        retry a POST once written: if the connection then closes without an answer, the server may have seen the
-        request, so it is this request's `closed` record."""
+        """One POST, never resent. geventhttpclient's pool reuses an idle connection only when it is not at EOF and
+        holds no bytes (a connection the server closed while idle, or one where unasked bytes wait, is replaced before
+        anything is written); once written, the request is never resent: if the connection then closes without an
+        answer, the server may have seen it, so it is this request's `closed` record. The response head has a
+        deadline of its own (`stall_timeout` from the write), so a head trickled a byte at a time cannot outlast it."""
         try:
             http = self._connection()
-            return _reclaim_after_interim(http.request("POST", path, body=payload, headers=headers), http)
+            pool = http._connection_pool
+            sock = pool.get_socket()  # connects (under connect_timeout) when no idle connection is alive
+        except (OSError, ssl.SSLError) as e:
+            self.close()
+            raise _Failure(Outcome.ERROR, ErrorCategory.CONNECT, _describe(e, self.target.base_url)) from None
+        head = http._build_request("POST", path, body=payload, headers=headers, chunked=False).encode("latin-1")
+        limit = self.target.stall_timeout
+        try:
+            sock.sendall(head + payload)
+            with gevent.Timeout(limit, TimeoutError):
+                resp = HTTPSocketPoolResponse(
+                    sock, pool, block_size=http.block_size, method="POST", headers_type=http.headers_type
+                )
+            return _reclaim_after_interim(resp, http)
         except TimeoutError:
-            raise _Failure(
-                Outcome.ERROR, ErrorCategory.TIMEOUT, f"no response within {self.target.stall_timeout:g} s"
-            ) from None
-        except (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError) as e:
+            self.close()
+            raise _Failure(Outcome.ERROR, ErrorCategory.TIMEOUT, f"no response head within {limit:g} s") from None
+        except (HTTPConnectionClosed, OSError) as e:
             self.close()
             raise _Failure(
                 Outcome.ERROR,
@@ -343,11 +373,26 @@ class StreamingClient:
         except HTTPParseError as e:  # the answer's head is not HTTP, or ended half-way
             self.close()
             raise _Failure(
-                Outcome.ERROR, ErrorCategory.NOT_OPENAI, f"the server's answer is not a valid HTTP response ({e})"
+                Outcome.ERROR,
+                ErrorCategory.NOT_OPENAI,
+                f"the server's answer is not a valid HTTP response ({_describe(e)})",
             ) from None
-        except (OSError, ssl.SSLError) as e:
-            self.close()
-            raise _Failure(Outcome.ERROR, ErrorCategory.CONNECT, _describe(e, self.target.base_url)) from None
+
+    def _check_own(self, named: str, own: str, how: str) -> None:
+        """An answer that names another request of this client (one of its last few: as an echoed X-Request-Id, or
+        inside a vLLM-style chunk id `chatcmpl-<request id>`) is that request's answer, late: a stale response on a
+        reused connection. An id this client never sent (a proxy's own) proves nothing."""
+        if not named or own in named:
+            return
+        for earlier in self._recent:
+            if earlier in named:
+                raise _Failure(
+                    Outcome.ERROR,
+                    ErrorCategory.STALE_RESPONSE,
+                    f"the answer {how} {self._excerpt(named)}, which names an earlier request of this client, not "
+                    f"this one ({own}): another request's answer (a stale response on a reused connection); the "
+                    "connection is closed",
+                )
 
     # -- the body --------------------------------------------------------------------------------------------
     def _read_events(self, resp: Any, s: _Stream) -> None:
@@ -359,13 +404,14 @@ class StreamingClient:
             while data := _read_some(resp, watch):
                 for ev in parser.feed(data, clock()):
                     if ev.data == "[DONE]":
-                        s.done = True
-                        s.end = ev.time
-                        return self._finish(resp, s)
+                        return self._finish(resp, s, parser, ev.time)
                     if ev.event == "error":
                         message = f"error event mid-stream: {self._excerpt(ev.data)}"
                         raise _Failure(Outcome.ERROR, ErrorCategory.STREAM_ERROR, message)
-                    on_event(ev.data, ev.time, s)
+                    try:  # (free unless raised)
+                        on_event(ev.data, ev.time, s)
+                    except _Done:
+                        return self._finish(resp, s, parser, ev.time)
         except EventTooLong as e:
             raise _Failure(
                 Outcome.ERROR,
@@ -377,7 +423,13 @@ class StreamingClient:
             raise _Failure(
                 Outcome.INCOMPLETE, ErrorCategory.STALL, f"no bytes for {self.target.stall_timeout:g} s mid-stream"
             ) from None
-        except (OSError, HTTPParseError) as e:  # reset, or the parser's "Incomplete response" for a cut body
+        except HTTPConnectionClosed as e:
+            raise _Failure(
+                Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, f"connection closed before [DONE] ({_describe(e)})"
+            ) from None
+        except HTTPParseError as e:  # the parser's "Incomplete response" for a cut body, or broken chunked framing
+            raise _Failure(Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, _body_broken(e)) from None
+        except OSError as e:  # reset
             raise _Failure(
                 Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, f"connection cut before [DONE] ({_describe(e)})"
             ) from None
@@ -392,8 +444,11 @@ class StreamingClient:
             )
         raise _Failure(Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, "the response ended before [DONE]")
 
-    def _finish(self, resp: Any, s: _Stream) -> None:
+    def _finish(self, resp: Any, s: _Stream, parser: SSEParser, end: float) -> None:
         """After [DONE]: keep the connection only if the body ends cleanly within a short grace."""
+        s.done = True
+        s.end = end
+        self._check_own(s.stream_id or "", s.request_id, "has the chunk id")
         if not resp.message_complete:
             clean = False
             with gevent.Timeout(DONE_GRACE_S, False):
@@ -401,6 +456,15 @@ class StreamingClient:
             if not clean:
                 resp.release()  # closes its connection (the body did not end)
                 self.close()
+        if parser.skipped:
+            usage = "no usage" if s.completion_tokens is None else f"usage says {s.completion_tokens} completion tokens"
+            raise _Failure(
+                Outcome.INCOMPLETE,
+                ErrorCategory.LOST_EVENTS,
+                f"{parser.skipped} line(s) of the stream have no SSE field name and were skipped (the first: "
+                f"{self._excerpt(parser.first_skipped.decode('utf-8', 'replace'), 60)}): events may be lost; "
+                f"{usage}, {len(s.chunk_times)} output chunks arrived",
+            )
         if s.completion_tokens is None:
             raise _Failure(
                 Outcome.INCOMPLETE,
@@ -412,6 +476,8 @@ class StreamingClient:
         try:
             obj = _loads(data)
         except (ValueError, RecursionError):
+            if data.startswith("[DONE]"):  # `[DONE] `: the end, as the OpenAI SDK reads it
+                raise _Done from None
             raise _Failure(
                 Outcome.ERROR, ErrorCategory.BAD_JSON, f"invalid JSON in a stream event: {self._excerpt(data)}"
             ) from None
@@ -419,6 +485,9 @@ class StreamingClient:
             raise _Failure(
                 Outcome.ERROR, ErrorCategory.NOT_OPENAI, f"stream event is not a JSON object: {self._excerpt(data)}"
             )
+        if s.stream_id is None:  # the first event: its id may name the request it answers
+            sid = obj.get("id")
+            s.stream_id = sid if type(sid) is str else ""
         if obj.get("error"):
             raise _Failure(
                 Outcome.ERROR,
@@ -469,7 +538,7 @@ class StreamingClient:
             source = "server"
         elif s.chunk_times:
             source = "estimate"
-            completion = estimate_tokens("".join(s.text))
+            completion = len(s.chunk_times) if s.bad_usage else estimate_tokens("".join(s.text))
             prompt = _estimate_prompt(body)
         chunk_tokens = tuple(s.chunk_tokens) if s.chunk_tokens and len(s.chunk_tokens) == len(s.chunk_times) else None
         return RequestRecord(
@@ -549,6 +618,11 @@ def _apply_chunk(obj: dict[str, Any], now: float, s: _Stream) -> None:
                     raise _Shape("delta is not an object")
                 piece = delta.get("content")
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                tools = delta.get("tool_calls")
+                if tools:  # a tool call's name or arguments: output, timed and counted like content
+                    if type(tools) is not list:
+                        raise _Shape("tool_calls is not a list")
+                    content_here = True
             else:  # completions
                 piece, reasoning = choice.get("text"), None
             if piece is not None:
@@ -577,17 +651,16 @@ def _apply_chunk(obj: dict[str, Any], now: float, s: _Stream) -> None:
         raise _Shape("usage is not an object")
     prompt = usage.get("prompt_tokens")
     if prompt is not None:
-        s.prompt_tokens = _count(prompt, "prompt_tokens")
+        s.prompt_tokens = _count(prompt, "prompt_tokens", s)
     details = usage.get("prompt_tokens_details")
     if details is not None:
         if type(details) is not dict:
             raise _Shape("prompt_tokens_details is not an object")
         cached = details.get("cached_tokens")
         if cached is not None:
-            s.cached = _count(cached, "cached_tokens")
+            s.cached = _count(cached, "cached_tokens", s)
     completion = usage.get("completion_tokens")
-    if completion is not None:
-        completion = _count(completion, "completion_tokens")
+    if completion is not None and (completion := _count(completion, "completion_tokens", s)) is not None:
         if content_here and s.chunk_tokens is not None:
             s.chunk_tokens.append(completion - s.last_usage_completion)
         s.last_usage_completion = completion
@@ -597,25 +670,37 @@ def _apply_chunk(obj: dict[str, Any], now: float, s: _Stream) -> None:
 
 
 def _implausible_usage(s: _Stream, max_tokens: Any) -> _Failure | None:
-    """More completion tokens than max_tokens allows is a count the answer cannot have (a proxy summing a batch, a
-    server that lies): believed, it would inflate tokens/s and deflate $ per token. Not believed: the counts become
-    flagged estimates from the text, and the record says why."""
-    n = s.completion_tokens
-    if n is None or type(max_tokens) is not int or n <= max_tokens:
+    """Usage the answer cannot have: a count that is no count (a string, negative), more completion tokens than
+    max_tokens allows (a proxy summing a batch, a server that lies) or fewer than the output chunks that arrived (0
+    after 8 chunks). Believed, it would skew tokens/s and $ per token; not believed, the record is `bad_usage`, its
+    timings stand and its counts are flagged estimates: completion = the output chunks counted (each carries at
+    least one token), prompt from the request's text."""
+    n, chunks = s.completion_tokens, len(s.chunk_times)
+    why = s.bad_usage
+    if why is None and n is not None:
+        if type(max_tokens) is int and n > max_tokens:
+            why = f"usage says {n} completion tokens, more than max_tokens {max_tokens}"
+        elif n < chunks:
+            why = f"usage says {n} completion tokens for {chunks} output chunks"
+    if why is None:
         return None
-    s.prompt_tokens = s.completion_tokens = s.chunk_tokens = None
+    s.bad_usage = why
+    s.prompt_tokens = s.completion_tokens = s.chunk_tokens = s.cached = None
     return _Failure(
         Outcome.INCOMPLETE,
         ErrorCategory.BAD_USAGE,
-        f"usage says {n} completion tokens, more than max_tokens {max_tokens}: not believed; token counts are "
-        "estimates",
+        f"{why}: not believed; token counts are estimates (completion: the {chunks} output chunks counted)",
     )
 
 
-def _count(value: Any, name: str) -> int:
-    if type(value) is not int or not 0 <= value < 1 << 63:  # a count a records file (int64) can hold
-        raise _Shape(f"usage.{name} is not a token count")
-    return value
+def _count(value: Any, name: str, s: _Stream) -> int | None:
+    """A usage count, or None (and the stream's `bad_usage` says why) for one that is not a token count."""
+    if type(value) is int and 0 <= value < 1 << 63:  # a count a records file (int64) can hold
+        return value
+    if s.bad_usage is None:
+        shown = repr(value) if type(value) is not str else repr(value[:20])
+        s.bad_usage = f"usage.{name} is {shown[:40]}, not a token count"
+    return None
 
 
 def _reclaim_after_interim(resp: Any, http: HTTPClient) -> Any:
@@ -739,6 +824,14 @@ def _retry_after(value: str) -> float | None:
     return max(0.0, seconds)
 
 
+def _body_broken(e: HTTPParseError) -> str:
+    """What an HTTP parse error mid-body says happened: a body cut short, or framing that is not HTTP."""
+    what = _describe(e)
+    if "incomplete" in what.lower():
+        return f"connection cut before [DONE] (the HTTP body ended early: {what})"
+    return f"the response's HTTP framing broke before [DONE] ({what}): not a valid HTTP/1.1 body"
+
+
 def _unknown_model(obj: Any, text: str) -> bool:
     """A 404 that says the model is unknown (vLLM: "The model `x` does not exist."; OpenAI: model_not_found)."""
     err = obj.get("error") if isinstance(obj, dict) else None
@@ -779,6 +872,8 @@ def _describe(e: BaseException, url: str | None = None) -> str:
         what = "connection reset"
     elif isinstance(e, HTTPConnectionClosed):
         what = "connection closed"
+    elif isinstance(e, HTTPParseError):  # its str() is the tuple of its args
+        what = str(e.args[0]) if e.args else type(e).__name__
     else:
         what = str(e) or type(e).__name__
     return f"{what} ({url})" if url else what

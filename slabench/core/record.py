@@ -77,7 +77,9 @@ class ErrorCategory(enum.StrEnum):
     NOT_OPENAI = "not_openai"  # 2xx but not an OpenAI-style SSE stream (content type or encoding, shape, size)
     STREAM_ERROR = "stream_error"  # the server sent an error event inside the stream
     NO_USAGE = "no_usage"  # stream finished without a usage chunk; token counts are estimates
-    BAD_USAGE = "bad_usage"  # usage counts the answer cannot have (over max_tokens): not believed; estimates instead
+    BAD_USAGE = "bad_usage"  # usage the answer cannot have (no count, over max_tokens, under the chunks): estimates
+    LOST_EVENTS = "lost_events"  # the stream held lines that are no SSE field (skipped): events may be lost
+    STALE_RESPONSE = "stale_response"  # the answer names another request of this client: not this request's answer
     CANCELLED = "cancelled"  # the user was stopped while the request was in flight
     LOST_WITH_WORKER = "lost_with_worker"
     NOT_SENT = "not_sent"

@@ -6,6 +6,8 @@ nothing came back: a timeout, a cancel mid-request, lost with its worker) or not
 When this run was the server's only traffic, the server's count of requests received between the run's first and
 last scrape lies between the sure count and the sure + maybe count; above it, the server saw requests that have no
 record (a lost worker's last requests, when its journal could not be read) — or other clients of the same server.
+A record stands for one request plus the redirects it followed (each hop is a request the server counts): a
+redirect loop given up after 5 hops is one record and 6 requests, not 5 "unrecorded" ones.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ class Tally:
 
     records: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
-    reach: Counter[str] = field(default_factory=Counter)
+    reach: Counter[str] = field(default_factory=Counter)  # requests (hops included) by whether they reached the server
+    hops: int = 0  # redirects followed: requests the server received beyond one per record
     responded: int = 0  # requests the server answered to the end: OK, an HTTP error, a cut stream (not ours, dropped)
 
     def add(self, records: Iterable[RequestRecord]) -> None:
@@ -54,7 +57,9 @@ class Tally:
             self.records += 1
             self.outcomes[str(r.error_category or r.outcome)] += 1
             reach = reached_server(r)
-            self.reach[reach] += 1
+            hops = r.redirects or 0
+            self.hops += hops
+            self.reach[reach] += 1 + hops
             self.responded += reach == SURE and r.outcome is not Outcome.DROPPED
 
     @property
@@ -81,6 +86,7 @@ def reconcile(tally: Tally, server: float | None) -> dict[str, Any]:
         "records": tally.records,
         "reached_server_surely": sure,
         "reached_server_maybe": maybe,
+        "redirects_followed": tally.hops,
         "server_received": None if server is None else int(server),
     }
     if server is None:
@@ -96,7 +102,7 @@ def reconcile(tally: Tally, server: float | None) -> dict[str, Any]:
         )
     elif server < sure:
         out["note"] = (
-            f"the server counted {int(server)} requests, fewer than the {sure} records it answered "
+            f"the server counted {int(server)} requests, fewer than the {sure} requests it answered "
             "(its counter counts a request when the response ends, or it was restarted)"
         )
     else:

@@ -48,7 +48,7 @@ from slabench.core.client import (
 )
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.files import check_output
-from slabench.core.record import ErrorCategory, Outcome, RecordMeta, RequestRecord
+from slabench.core.record import Outcome, RecordMeta, RequestRecord
 from slabench.core.sinks import check_records_path
 from slabench.core.sse import DEFAULT_MAX_EVENT_BYTES
 from slabench.evidence import provenance
@@ -65,13 +65,14 @@ from slabench.evidence.scrape import FILE_NAME as SCRAPE_FILE
 from slabench.evidence.scrape import read_scrapes
 from slabench.locust import scrape as locust_scrape
 from slabench.locust import sla as locust_sla
+from slabench.locust.backoff import FIRST_S, MAX_S, Backoff
 from slabench.locust.distributed import fail_at_start, install_port_defaults, set_missing_after, watch_worker_join
 from slabench.locust.heartbeat import HeartbeatThread, worker_state
 from slabench.locust.intake import MSG_STOP, MasterIntake
 from slabench.locust.master_watch import MasterWatch
 from slabench.locust.openloop import OpenLoopItem, current_item
 from slabench.locust.record_store import RecordStore
-from slabench.locust.refusals import RefusalWatch
+from slabench.locust.refusals import FailureWatch, RefusalWatch
 from slabench.locust.scrape import stop_scrape
 from slabench.locust.shipping import Shipper
 from slabench.locust.worker_watch import WorkerWatch
@@ -145,7 +146,12 @@ def add_options(parser: Any) -> None:
         help="ask for usage on every chunk (vLLM's continuous_usage_stats) to count tokens per chunk",
     )
     g.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect")
-    g.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without a byte before giving up")
+    g.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=120.0,
+        help="seconds for the whole response head, then without a byte mid-stream, before giving up",
+    )
     g.add_argument("--request-timeout", type=float, default=900.0, help="seconds for a whole request")
     g.add_argument(
         "--max-event-bytes",
@@ -230,7 +236,8 @@ class RecordHub:
         self.run_id = ""
         self.emitted = 0
         self.status: RunStatus | None = None  # master/local: the last run's run_status.json
-        self.stop_reason: str | None = None  # master/local: the one line that stopped the run (refusals)
+        self.stop_reason: str | None = None  # master/local: the one line that stopped the run (refusals, failures)
+        self.stop_code: int | None = None  # and the exit code it set
         # Worker: requests in flight now, by request id (shipped with every batch).
         self.inflight: dict[str, dict[str, Any]] = {}
         self.workers = WorkerWatch(self.runner)  # master: workers missing heartbeats (empty elsewhere)
@@ -245,7 +252,8 @@ class RecordHub:
         self.stage_fn: Callable[[], dict[str, Any]] | None = None
         self.saturation = SaturationWatch(environment)
         self.store = RecordStore()  # master/local: the run's records, each request once; listeners subscribe here
-        self.refusals = RefusalWatch(self.opts.api_key_env, self._stop_for)
+        self.refusals = RefusalWatch(self.opts.api_key_env, lambda why: self._stop_for(why, ExitCode.BAD_INPUT))
+        self.failures = FailureWatch(lambda why: self._stop_for(why, ExitCode.INCOMPLETE))
         self.intake: MasterIntake | None = None
         self.shipper: Shipper | None = None
         # The hub's own events (master/local), so the parts that ride on a run never depend on the order in which
@@ -263,7 +271,7 @@ class RecordHub:
                 self.runner.master_host, self.runner.master_port, self.worker_id, worker_state(self.runner)
             )
         else:
-            self.store.listeners += [self.saturation.observe, self.refusals.observe]
+            self.store.listeners += [self.saturation.observe, self.refusals.observe, self.failures.observe]
         if self.is_master:
             self.intake = MasterIntake(self.runner, self.store, self.workers, self.opts.spool_dir)
             environment.events.heartbeat_sent.add_listener(
@@ -308,10 +316,11 @@ class RecordHub:
     def start_run(self) -> None:
         """Master or local runner, at test start: a new run id and sink, announced to the workers."""
         self.run_id = self.opts.run_id or new_run_id()
-        if self.stop_reason is not None and self.env.process_exit_code == ExitCode.BAD_INPUT:
+        if self.stop_reason is not None and self.env.process_exit_code == self.stop_code:
             self.env.process_exit_code = None  # a new run from the web UI after a stopped one
         self.stop_reason = None
         self.refusals.reset()
+        self.failures.reset()
         self.workers.new_run()
         self.saturation.reset()
         self.store.open(Path(self.opts.records or f"runs/{self.run_id}/records.jsonl"))
@@ -375,11 +384,14 @@ class RecordHub:
         else:
             self.store.store([record])
 
-    def _stop_for(self, reason: str) -> None:
-        """Every request refused from the start: stop the run with that one line, exit 3."""
-        self.stop_reason = reason
+    def _stop_for(self, reason: str, code: int) -> None:
+        """Every request refused from the start (exit 3), or the server failing every request (exit 4): stop the run
+        with that one line."""
+        if self.stop_reason is not None:
+            return  # one line: the first watch to fire says why
+        self.stop_reason, self.stop_code = reason, code
         log.error("slabench: %s", reason)
-        self.env.process_exit_code = ExitCode.BAD_INPUT
+        self.env.process_exit_code = code
         gevent.spawn(self._stop_runner)  # not from inside a user's greenlet (stopping kills the users)
 
     def _exit_code(self, code: int) -> None:
@@ -679,9 +691,8 @@ class LLMUser(User):
 
     abstract = True
     wait_time = constant(0)
-    error_backoff_s = 1.0  # after a connect error, so a dead host is not hammered in a tight loop
-    max_backoff_s = 30.0  # the longest a Retry-After (or the 503 backoff) holds a closed-loop user
-    first_backoff_s = 0.5  # a 429/503 without Retry-After: 0.5, 1, 2, ... s while they go on, up to max_backoff_s
+    first_backoff_s = FIRST_S  # closed loop, after a failure: 0.25–0.5 s, then twice that per failure in a row
+    max_backoff_s = MAX_S  # the longest wait, Retry-After included (slabench.locust.backoff)
 
     @classmethod
     def check_items(cls, items: Sequence[OpenLoopItem]) -> None:
@@ -693,7 +704,9 @@ class LLMUser(User):
         self.llm = StreamingClient(self.hub.target(self.host))
         self.user_id = self.hub.next_user_id()
         self.rng = random.Random(f"{self.hub.run_id}/{self.user_id}")
-        self.rejections = 0  # 429/503 answers in a row
+        self.backoff = Backoff(
+            random.Random(f"{self.hub.run_id}/{self.user_id}/backoff"), self.first_backoff_s, self.max_backoff_s
+        )
 
     def on_stop(self) -> None:
         self.llm.close()
@@ -746,21 +759,11 @@ class LLMUser(User):
             self.hub.end(token)
         if backoff:
             gevent.sleep(backoff)
-        elif record.error_category in (ErrorCategory.CONNECT, ErrorCategory.CLOSED):
-            gevent.sleep(self.error_backoff_s)
         return record
 
     def backoff_after(self, record: RequestRecord) -> float | None:
-        """Closed loop: how long to wait after a 429/503 before the next request (Retry-After, else doubling from
-        first_backoff_s; at most max_backoff_s), or None. Open loop: None — the schedule decides when requests go,
-        and a rejection is only recorded."""
-        if record.http_status not in (429, 503) or record.outcome is not Outcome.ERROR:
-            self.rejections = 0
-            return None
-        self.rejections += 1
-        if current_item() is not None:
-            return None
-        wait = record.retry_after
-        if wait is None:
-            wait = self.first_backoff_s * 2 ** min(self.rejections - 1, 16)
-        return min(wait, self.max_backoff_s)
+        """Closed loop: how long to wait after a failed request before the next one (bounded exponential backoff
+        with jitter, Retry-After as its floor: `slabench.locust.backoff`), or None. Open loop: None — the schedule
+        decides when requests go, and a failure is only recorded."""
+        wait = self.backoff.after(record)
+        return None if current_item() is not None else wait

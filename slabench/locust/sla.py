@@ -133,7 +133,7 @@ def _grade(environment: Environment) -> None:
     hub = environment.slabench
     if hub.stop_reason:
         log.error("slabench sla: not graded: the run was stopped early (the reason is in the line above)")
-        return  # exit 3 stands: a refused key, model or URL is the user's to fix, not an SLA result
+        return  # its exit stands (3: a refused key, model or URL; 4: a failing server): not an SLA result
     code = hook.grade()
     # a run that did not measure what it claims (a lost worker, nothing answered) exits 4 whatever the verdict
     if hub.status is not None and hub.status.reasons() and code != ExitCode.BAD_INPUT:

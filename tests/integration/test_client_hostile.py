@@ -33,6 +33,7 @@ class Case:
     hops: int = 1  # requests the server receives per record (redirects followed)
     target: dict = field(default_factory=dict)
     not_in_message: str = ""
+    chunks: int = 3  # output chunks of an answered request (each stamped: TTFT, ITL)
 
 
 def ok(behaviour: str, **kw) -> Case:
@@ -62,6 +63,15 @@ CASES = [
     ok("done_then_junk"),
     ok("redirect_307", hops=2),
     ok("slow_trickle", target={"stall_timeout": 0.45}),  # 0.66 s in all, never 0.45 s without a byte
+    ok("bom_first"),
+    ok("bom_one_byte_chunks"),
+    ok("echo_request_id"),
+    ok("proxy_request_id"),
+    ok("done_trailing_space"),
+    ok("done_trailing_text"),
+    ok("tool_calls_only"),
+    ok("tool_calls_then_content"),
+    ok("redirect_307_chain", hops=3),
     # what the server said went wrong
     fails("error_event", "stream_error", "engine overloaded"),
     fails("error_event_echoes_key", "stream_error", "[redacted]"),
@@ -72,13 +82,19 @@ CASES = [
     fails("forbidden_403", "http_4xx", "HTTP 403"),
     fails("unknown_model_404", "http_4xx", "does not exist", not_in_message="OpenAI-compatible"),
     fails("path_404", "http_4xx", "not found"),
+    fails("retry_after_zero", "http_4xx", "HTTP 429"),
+    fails("retry_after_past_date", "http_4xx", "HTTP 429"),
+    fails("retry_after_huge", "http_4xx", "HTTP 429"),
+    fails("retry_after_garbage", "http_5xx", "HTTP 503"),
+    fails("html_502", "http_5xx", "HTTP 502: <html><body><h1>502 Bad Gateway"),
+    Case("revoked_key_401", ("ok", "http_4xx"), "check the API key"),
     # not an OpenAI stream
     fails("bad_json", "bad_json", "invalid JSON"),
     fails("delta_is_string", "not_openai", '"delta": "Hello"'),
     fails("content_is_number", "not_openai", '"content": 42'),
     fails("choices_not_a_list", "not_openai", "choices"),
     fails("usage_not_an_object", "not_openai", "usage"),
-    fails("tokens_not_numbers", "not_openai", "prompt_tokens"),
+    fails("tool_calls_not_a_list", "not_openai", "tool_calls is not a list"),
     fails("choice_is_null", "not_openai", "[null]"),
     fails("event_is_array", "not_openai", "not a JSON object"),
     fails("html_200", "not_openai", "text/html"),
@@ -97,11 +113,25 @@ CASES = [
     fails("no_done_clean_end", "no_done", "without [DONE]"),
     fails("no_usage", "no_usage", "usage"),
     fails("usage_over_max_tokens", "bad_usage", "usage says 100000 completion tokens, more than max_tokens 16"),
+    fails("tokens_not_numbers", "bad_usage", "usage.prompt_tokens is '5', not a token count"),
+    fails("usage_negative", "bad_usage", "usage.completion_tokens is -3, not a token count"),
+    fails("usage_all_zero", "bad_usage", "usage says 0 completion tokens for 3 output chunks"),
+    fails("usage_under_chunks", "bad_usage", "usage says 1 completion tokens for 3 output chunks"),
+    fails("cached_tokens_negative", "bad_usage", "usage.cached_tokens is -1"),
+    fails("bom_mid_stream", "lost_events", "usage says 3 completion tokens, 2 output chunks arrived"),
+    fails("field_name_cased", "lost_events", "(the first: 'Data: {"),
+    fails("reset_after_head", "stream_cut", "connection"),
+    fails("bad_chunk_size", "stream_cut", "HTTP framing broke before [DONE] (Invalid character in chunk size)"),
+    fails("head_trickle", "timeout", "no response head within 0.5 s", target=STALL),
+    fails("head_never_ends", "timeout", "no response head within 0.5 s", target=STALL),
     fails("stall_mid_stream", "stall", "no bytes for 0.5 s", target=STALL),
-    fails("no_answer", "timeout", "no response within 0.5 s", target=STALL),
+    fails("no_answer", "timeout", "no response head within 0.5 s", target=STALL),
     # a reused keep-alive connection closed after the server read the request: never sent twice
     Case("closed_on_reuse", ("ok", "closed"), "closed the connection"),
     Case("reset_on_reuse", ("ok", "closed"), "connection"),
+    # another request's answer on a reused connection: recognised by the id it names, never recorded as this one's
+    Case("stale_echo_header", ("ok", "stale_response"), "carries X-Request-Id"),
+    Case("stale_chunk_id", ("ok", "stale_response"), "has the chunk id 'chatcmpl-"),
 ]
 
 
@@ -124,7 +154,7 @@ def test_the_table_covers_every_behaviour_of_the_server():
     from tests.hostile_server import BEHAVIOURS
 
     assert len(CASES) >= 25
-    covered = {c.behaviour for c in CASES} | {"timed", "echo_events", "closed_when_idle"}  # tests of their own below
+    covered = {c.behaviour for c in CASES} | {"timed", "echo_events", "closed_when_idle", "unasked_answer_while_idle"}
     assert covered == set(BEHAVIOURS)
 
 
@@ -163,6 +193,7 @@ def test_every_request_the_server_saw_is_one_classified_record(server, case, cap
         if r.outcome == "ok":
             assert r.error_message is None and r.completion_tokens == 3 and r.token_source == "server"
             assert metrics.ttft(r) is not None and r.sent <= r.first_token <= r.last_token <= r.end
+            assert len(r.chunk_times) == case.chunks and metrics.tpot(r) is not None
         else:
             assert case.message in r.error_message, r.error_message
             assert not case.not_in_message or case.not_in_message not in r.error_message
@@ -351,3 +382,20 @@ def test_a_usage_count_over_max_tokens_is_not_believed(server):
     assert (r.outcome, r.error_category, r.token_source) == ("incomplete", "bad_usage", "estimate")
     assert r.completion_tokens is not None and r.completion_tokens <= 16 and r.chunk_tokens is None
     assert metrics.ttft(r) is not None  # the answer's timings stand
+
+
+def test_an_unasked_answer_on_an_idle_connection_is_never_taken_for_the_next_requests(server):
+    """Bytes that arrive on an idle keep-alive connection before the next request is written are no answer to it:
+    the connection is closed and the request goes out on a new one, where it gets its own answer."""
+    client = StreamingClient(Target(server.url))
+    mark = server.mark()
+    try:
+        first = send(client, "unasked_answer_while_idle").record
+        time.sleep(0.5)  # the unasked copy has long arrived
+        second = send(client, "echo_request_id").record
+    finally:
+        client.close()
+    assert (first.outcome, second.outcome) == ("ok", "ok"), second.error_message
+    seen = server.requests(mark)
+    assert [r["request_id"] for r in seen] == [first.request_id, second.request_id]
+    assert seen[0]["conn"] != seen[1]["conn"]

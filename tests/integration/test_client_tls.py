@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,56 @@ def test_a_locust_run_reaches_a_self_signed_server_with_insecure_only(server, tm
     assert res.returncode != 0
     assert "CERTIFICATE_VERIFY_FAILED" in res.stderr
     assert not any(r.outcome == "ok" for r in records)
+
+
+@pytest.mark.parametrize(
+    "behaviour,expect,message",
+    [
+        ("bom_first", "ok", None),
+        ("tool_calls_only", "ok", None),
+        ("done_trailing_space", "ok", None),
+        ("head_trickle", "timeout", "no response head within 0.5 s"),
+        ("reset_after_head", "stream_cut", "connection"),
+        ("bad_chunk_size", "stream_cut", "HTTP framing broke"),
+        ("usage_all_zero", "bad_usage", "usage says 0 completion tokens"),
+    ],
+)
+def test_the_worst_hostile_behaviours_over_tls(server, behaviour, expect, message):
+    r = send(server.url, behaviour, verify_tls=False, stall_timeout=0.5, request_timeout=10.0)
+    assert (r.error_category or r.outcome) == expect, r.error_message
+    if message is None:
+        assert len(r.chunk_times) == 3 and r.completion_tokens == 3
+    else:
+        assert message in r.error_message
+
+
+@pytest.mark.parametrize("behaviour,how", [("stale_echo_header", "X-Request-Id"), ("stale_chunk_id", "chunk id")])
+def test_a_stale_answer_on_a_reused_tls_connection_is_not_this_requests(server, behaviour, how):
+    client = StreamingClient(Target(server.url, verify_tls=False))
+    body = chat_body("m", [{"role": "user", "content": "hi"}], 16)
+    try:
+        records = [
+            client.send("chat", body, RecordMeta(run_id="tls"), headers={"X-Hostile": b}).record
+            for b in (behaviour, behaviour, "ok")
+        ]
+    finally:
+        client.close()
+    assert [r.error_category or r.outcome for r in records] == ["ok", "stale_response", "ok"]
+    assert how in records[1].error_message
+
+
+def test_an_unasked_answer_on_an_idle_tls_connection_is_never_taken_for_the_next_requests(server):
+    client = StreamingClient(Target(server.url, verify_tls=False))
+    body = chat_body("m", [{"role": "user", "content": "hi"}], 16)
+    mark = server.mark()
+    try:
+        records = []
+        for behaviour in ("unasked_answer_while_idle", "echo_request_id"):
+            records.append(client.send("chat", body, RecordMeta(run_id="tls"), headers={"X-Hostile": behaviour}).record)
+            time.sleep(0.5)
+    finally:
+        client.close()
+    assert [r.outcome for r in records] == ["ok", "ok"], records[1].error_message
+    seen = server.requests(mark)
+    assert [r["request_id"] for r in seen] == [r.request_id for r in records]
+    assert seen[0]["conn"] != seen[1]["conn"]  # the connection that held the unasked bytes was not reused

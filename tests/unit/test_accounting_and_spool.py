@@ -64,6 +64,17 @@ def test_reconcile_states_requests_the_records_do_not_cover():
     assert reconcile(t, None)["unrecorded"] is None
 
 
+def test_a_redirect_loop_is_one_record_and_its_hops_not_unrecorded_requests():
+    """A 308 loop given up after 5 hops reached the server 6 times; a followed 307 twice. The server's count of 8 is
+    what the two records account for, not 6 requests of "a lost worker or another client"."""
+    t = Tally()
+    loop = rec("a", Outcome.ERROR, ErrorCategory.REDIRECT, http_status=308, redirects=5)
+    t.add([loop, rec("b", redirects=1)])
+    got = reconcile(t, 8.0)
+    assert (got["records"], got["reached_server_surely"], got["redirects_followed"], got["unrecorded"]) == (2, 8, 6, 0)
+    assert got["note"] == "every request the server received has a record"
+
+
 def test_a_run_is_incomplete_when_nothing_was_answered_or_a_worker_was_lost():
     t = Tally()
     assert incomplete_reasons(t, {}) == ["no request was made"]

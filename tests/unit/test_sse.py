@@ -127,3 +127,24 @@ def test_cr_only_lines_dispatch_as_they_arrive():
     p = SSEParser()
     assert [e.data for e in p.feed(b"data: a\r\r", 1.0)] == ["a"]
     assert [e.data for e in p.feed(b"data: b\r", 2.0) + p.feed(b"\r", 3.0)] == ["b"]
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM) + 3), max_size=40))
+def test_a_bom_at_the_stream_start_is_dropped_however_the_bytes_are_split(cuts):
+    """SSE drops a UTF-8 BOM at the stream's start: the first event is not lost, even a byte at a time."""
+    assert [e.data for e in parse_in_pieces(BOM + STREAM, cuts)] == EXPECTED
+
+
+def test_a_bom_elsewhere_makes_a_line_with_no_field_name_counted_as_skipped():
+    p = SSEParser()
+    events = p.feed(b'data: {"a": 1}\n\n' + BOM + b'data: {"b": 2}\n\nData: {"c": 3}\n\nid: 7\nretry: 5\n\n', 1.0)
+    assert [e.data for e in events] == ['{"a": 1}']
+    assert p.skipped == 2 and p.first_skipped == BOM + b'data: {"b": 2}'
+
+
+def test_a_stream_cut_inside_a_bom_is_pending():
+    p = SSEParser()
+    assert p.feed(BOM[:2], 1.0) == [] and p.pending
