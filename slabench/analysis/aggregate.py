@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from slabench.analysis import cliff as cliff_mod
-from slabench.analysis.columns import RunArrays, read_table, run_arrays
+from slabench.analysis.columns import RunArrays, read_table, records_sha256, run_arrays
 from slabench.analysis.figures import Figure, Slo, metric_values, quantile_of
 from slabench.analysis.stats import (
     CONFIDENCE,
@@ -88,6 +88,7 @@ class RunSource:
     run_id: str | None = None
     table: pa.Table | None = None  # already read (stepped single-file layout)
     unit: LevelUnit = "users"
+    sha256: str | None = None  # of the records file, once read
 
 
 def _int_dirs(p: Path) -> list[tuple[int, Path]]:
@@ -169,6 +170,7 @@ def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:
             "runs of each kind of load apart"
         )
     (unit,) = units
+    sha = records_sha256(path)
     load_unit: LevelUnit = "req/s" if unit.load_unit == "req/s" else "users"  # unit.load_unit, as a LevelUnit
     repeats = pc.fill_null(table.column("stage_repeat"), 1)
     pairs = sorted(
@@ -180,13 +182,15 @@ def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:
         sub = table.filter(pc.fill_null(mask, False))
         run_ids = sub.column("run_id").unique().to_pylist()
         run_id = run_ids[0] if run_ids else None
-        out.append(RunSource(unit.load(level), repeat, path, warmup_s or 0.0, run_id, sub, load_unit))
+        out.append(RunSource(unit.load(level), repeat, path, warmup_s or 0.0, run_id, sub, load_unit, sha))
     return out
 
 
 # -- aggregation -------------------------------------------------------------------------------------------------
 def _run_arrays(src: RunSource) -> RunArrays:
     table = src.table if src.table is not None else read_table(src.path)
+    if src.sha256 is None:
+        src.sha256 = records_sha256(src.path)
     src.table = None  # free the raw columns; only the per-request arrays are kept
     return run_arrays(table, src.warmup_s)
 
@@ -238,6 +242,7 @@ def _level(level: int | float, runs: list[tuple[RunSource, RunArrays]], slo: Slo
             samples={k: f.samples for k, f in m.items()},
             incomplete=incomplete,
             saturation=saturation,
+            records_sha256=src.sha256,
         )
         for (src, a), m, (incomplete, saturation) in zip(runs, per_run, evidence, strict=True)
     ]
@@ -290,6 +295,7 @@ def aggregate(
         cliff=cliff,
         sweep=sweep,
         slo=slo_obj.to_dict() if slo_obj else None,
+        warmup_s=warmup_s,
         warnings=warnings,
     )
 

@@ -9,6 +9,7 @@ column-wise on Arrow data. `tests/unit/test_analysis_columns.py` checks, record 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +130,19 @@ def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
     _refuse_repeats(table.column("request_id"), p)
     _refuse_impossible(table, p)
     return table.select(columns)
+
+
+def records_sha256(path: str | Path) -> str:
+    """The content hash of a records file (a Parquet directory: of its files in name order): what a summary and a
+    verdict say they were computed from, so a changed file is caught."""
+    p = Path(path)
+    h = hashlib.sha256()
+    for f in sorted(p.rglob("*")) if p.is_dir() else [p]:
+        if f.is_file():
+            with f.open("rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+    return h.hexdigest()
 
 
 def _refuse_repeats(ids: pa.ChunkedArray, path: Path) -> None:

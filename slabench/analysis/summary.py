@@ -68,6 +68,7 @@ class RunSummary(_Model):
     samples: dict[str, int]
     incomplete: list[str] = Field(default_factory=list)  # why this run cannot stand for its load (run_status.json)
     saturation: Saturation = Field(default_factory=Saturation)  # how starved the machine was: judged by the grader
+    records_sha256: str | None = None  # the records file this run's figures come from (None: written before minor 2)
 
 
 LevelUnit = Literal["users", "req/s"]
@@ -92,6 +93,7 @@ class SweepSummary(_Model):
     sweep: dict[str, Any] | None = None
     method: dict[str, Any] = Field(default_factory=dict)
     slo: dict[str, float] | None = None
+    warmup_s: float | None = None  # the warm-up given at aggregation (None: each run's manifest's): to recompute it
     level_unit: LevelUnit = "users"  # what every level counts: concurrent users, or requests/s (open-loop rates)
     levels: list[LevelSummary]
     cliff: dict[str, Any]

@@ -217,6 +217,7 @@ class Verdict:
     levels: list[tuple[str, Status]]  # every tested level's own verdict against the same checks
     notes: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)  # why the evidence is incomplete: exit 4 whatever the status
+    records_sha256: dict[str, str] = field(default_factory=dict)  # the records files graded, by content hash
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -260,6 +261,7 @@ class Verdict:
             "capacity": self.capacity.to_dict(),
             "levels": [{"level": label, "verdict": str(s)} for label, s in self.levels],
             "notes": list(self.notes),
+            "records_sha256": dict(self.records_sha256),
         }
         out: dict[str, Any] = clean(d)  # the same keys, infinities made null
         return out

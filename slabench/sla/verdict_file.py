@@ -77,6 +77,7 @@ class VerdictFile(_File):
     capacity: CapacityFile  # type: ignore[valid-type]
     levels: list[LevelVerdictFile]  # every tested level's own verdict against the same checks
     notes: list[str]
+    records_sha256: dict[str, str] = {}  # records file → sha256: the evidence the verdict was computed from (minor 4)
 
 
 def verdict_document(verdict: Verdict) -> dict[str, Any]:
