@@ -52,7 +52,7 @@ from slabench.analysis.summary import (
 from slabench.core.errors import UserError
 from slabench.core.record import StageUnit
 from slabench.core.schema import SWEEP, SWEEP_RUN
-from slabench.evidence.run_status import run_evidence
+from slabench.evidence.run_status import run_evidence, run_stalls
 
 __all__ = ["SweepSummary", "aggregate", "load_summary", "require_ci", "summary_json"]
 
@@ -72,6 +72,8 @@ METHOD = {
     "ttft_sent_* from sent",
     "pooled": "all counted requests of the level together; rates over the summed windows of its runs",
     "confidence": CONFIDENCE,
+    "stalls": "requests in flight while their load generator was frozen (run_status.json's stalls) are counted and "
+    "left out of every latency figure (and of goodput)",
     "warmup": "records with stage_phase warmup/cooldown when the run has phases, else those sent in the run's "
     "first warmup_s seconds",
     "low_samples": f"a run's value rests on fewer than max({MIN_SAMPLES}, 100/(100-q)) requests (p99: 100)",
@@ -192,7 +194,7 @@ def _run_arrays(src: RunSource) -> RunArrays:
     if src.sha256 is None:
         src.sha256 = records_sha256(src.path)
     src.table = None  # free the raw columns; only the per-request arrays are kept
-    return run_arrays(table, src.warmup_s)
+    return run_arrays(table, src.warmup_s, run_stalls(src.path.parent))
 
 
 def estimate(key: str, per_run: list[Figure], pooled: Figure) -> Estimate:
@@ -236,6 +238,7 @@ def _level(level: int | float, runs: list[tuple[RunSource, RunArrays]], slo: Slo
             excluded_warmup=a.excluded_warmup,
             warmup_rule=a.warmup_rule,
             counted=a.counted,
+            stalled=a.stalled,
             duration_s=a.duration_s,
             error_counts=a.error_counts,
             metrics={k: f.value for k, f in m.items()},

@@ -25,6 +25,7 @@ from slabench.core.errors import UserError
 from slabench.core.record import RequestRecord, StageUnit
 from slabench.core.schema import RECORD
 from slabench.core.sinks import ARROW_SCHEMA, read_parquet, read_records
+from slabench.evidence.run_status import Stall
 
 COLUMNS = [
     "run_id",
@@ -268,12 +269,15 @@ class RunArrays:
     counted: int  # rows after exclusion
     dropped: int  # counted rows with outcome `dropped` (ours: cancelled at stop, not sent, lost)
     ok: int
+    stalled: int  # counted requests in flight while their load generator was frozen: no latency figure uses them
     errors: int
     incomplete: int
     error_counts: dict[str, int]  # non-OK counted rows by error category (or outcome when uncategorised)
     window_start: float | None  # send time of the first counted request (wall-clock s when known)
     window_end: float | None  # end time of the last counted request
-    ttft: Floats  # per OK request, NaN where missing: user-visible (from `scheduled` in open loop, else `sent`)
+    # per OK request not stalled (as every latency array), NaN where missing: user-visible (from `scheduled` in open
+    # loop, else `sent`)
+    ttft: Floats
     ttft_sent: Floats | None  # open loop only: TTFT from when the request actually went out
     e2e: Floats
     tpot: Floats
@@ -332,9 +336,24 @@ def request_times(table: pa.Table) -> dict[str, Floats]:
     }
 
 
-def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
+def stalled_rows(table: pa.Table, stalls: Sequence[Stall]) -> NDArray[np.bool_]:
+    """Rows in flight — from their schedule (open loop) or send to their end — while their process was frozen."""
+    out = np.zeros(table.num_rows, dtype=bool)
+    if not stalls:
+        return out
+    worker = _str(table.column("worker_id")).astype(str)
+    sent, scheduled, end = _f64(table.column("sent")), _f64(table.column("scheduled")), _f64(table.column("end"))
+    begin = np.where(np.isnan(scheduled), sent, scheduled)
+    with np.errstate(invalid="ignore"):
+        for st in stalls:
+            out |= (worker == st.worker) & (begin < st.end) & (end > st.start)
+    return out
+
+
+def run_arrays(table: pa.Table, warmup_s: float = 0.0, stalls: Sequence[Stall] = ()) -> RunArrays:
     """Per-request arrays of one run. Warm-up: rows whose stage_phase is warmup/cooldown when the run's records
-    carry phases; otherwise rows sent in the first `warmup_s` seconds after the run's first request."""
+    carry phases; otherwise rows sent in the first `warmup_s` seconds after the run's first request. Rows in flight
+    during one of `stalls` (run_status.json's) are counted, and left out of every latency array."""
     n = table.num_rows
     phase = table.column("stage_phase")
     sent = _f64(table.column("sent"))
@@ -361,9 +380,12 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
     t = table.drop_columns(["chunk_times", "chunk_tokens"]).filter(pa.array(keep))
     t_send, t_end, sent, end, scheduled = t_send[keep], t_end[keep], sent[keep], end[keep], scheduled[keep]
     outcome_all = _str(table.column("outcome"))
+    stalled_all = stalled_rows(table, stalls)
     outcome = outcome_all[keep]
+    stalled = stalled_all[keep]
     category = _str(t.column("error_category"))
     ok = outcome == "ok"
+    measured = ok & ~stalled  # what the latency figures are made of
     not_ok = ~ok
     keys = np.where(category[not_ok] == None, outcome[not_ok], category[not_ok])  # noqa: E711 (object array)
     error_counts: dict[str, int] = {}
@@ -372,7 +394,7 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
         error_counts = {str(k): int(v) for k, v in zip(labels, counts, strict=True)}
     times = request_times(t)
     completion, prompt = _f64(t.column("completion_tokens")), _f64(t.column("prompt_tokens"))
-    tok_ok = table.select(["chunk_times", "chunk_tokens"]).filter(pa.array(keep & (outcome_all == "ok")))
+    tok_ok = table.select(["chunk_times", "chunk_tokens"]).filter(pa.array(keep & (outcome_all == "ok") & ~stalled_all))
     itl_tokens, itl_mean = itl_arrays(tok_ok.column("chunk_times"), tok_ok.column("chunk_tokens"))
     has_end = ~np.isnan(t_end)
     open_loop = bool((~np.isnan(scheduled[ok])).any())
@@ -390,15 +412,16 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
         counted=t.num_rows,
         dropped=int((outcome == "dropped").sum()),
         ok=int(ok.sum()),
+        stalled=int(stalled.sum()),
         errors=int((outcome == "error").sum()),
         incomplete=int((outcome == "incomplete").sum()),
         error_counts=error_counts,
         window_start=float(np.nanmin(t_send)) if t.num_rows and not np.isnan(t_send).all() else None,
         window_end=float(np.max(t_end[has_end])) if has_end.any() else None,
-        ttft=times["ttft"][ok],
-        ttft_sent=times["ttft_sent"][ok] if open_loop else None,
-        e2e=times["e2e"][ok],
-        tpot=times["tpot"][ok],
+        ttft=times["ttft"][measured],
+        ttft_sent=times["ttft_sent"][measured] if open_loop else None,
+        e2e=times["e2e"][measured],
+        tpot=times["tpot"][measured],
         itl_mean=itl_mean,
         itl_tokens=itl_tokens,
         output_tokens=float(np.nansum(completion[ok])),

@@ -113,8 +113,9 @@ _QCOLS = ("parse_ok", "items_expected", "items_correct", "item_accuracy", "autof
 
 
 def meets_slo(parts: Sequence[RunArrays], slo: Slo) -> int:
-    """How many OK requests meet every SLO that is set (NaN ITL/TPOT: no gap, meets)."""
-    ok = np.ones(sum(p.ok for p in parts), dtype=bool)
+    """How many OK requests meet every SLO that is set (NaN ITL/TPOT: no gap, meets). A stalled request's latencies
+    are not known: it does not count as meeting them."""
+    ok = np.ones(sum(p.ttft.size for p in parts), dtype=bool)
     with np.errstate(invalid="ignore"):
         for name, limit, nan_meets in (
             ("ttft", slo.ttft_s, False),
@@ -134,15 +135,16 @@ def metric_values(parts: Sequence[RunArrays], slo: Slo | None = None) -> dict[st
     measured windows of the parts."""
     out: dict[str, Figure] = {}
     ok = sum(p.ok for p in parts)
-    _latency(_cat(parts, "ttft"), "ttft", ok, out)
+    measured = sum(p.ttft.size for p in parts)  # OK requests not stalled: what the latencies are made of
+    _latency(_cat(parts, "ttft"), "ttft", measured, out)
     sent = [p.ttft_sent for p in parts if p.ttft_sent is not None]
     if len(sent) == len(parts):  # every part is open loop
-        _latency(np.concatenate(sent), "ttft_sent", ok, out)
+        _latency(np.concatenate(sent), "ttft_sent", measured, out)
     itl_requests = int(sum(int((~np.isnan(p.itl_mean)).sum()) for p in parts))
     _latency(_cat(parts, "itl_tokens"), "itl", itl_requests, out)
     tpot = _cat(parts, "tpot")
     _latency(tpot, "tpot", int((~np.isnan(tpot)).sum()), out)
-    _latency(_cat(parts, "e2e"), "e2e", ok, out)
+    _latency(_cat(parts, "e2e"), "e2e", measured, out)
     answered = sum(p.counted - p.dropped for p in parts)  # dropped requests are ours, not the server's
     out["error_rate"] = _proportion(sum(p.errors for p in parts), answered, answered)
     out["incomplete_rate"] = _proportion(sum(p.incomplete for p in parts), answered, answered)

@@ -62,6 +62,7 @@ class RunSummary(_Model):
     excluded_warmup: int
     warmup_rule: str
     counted: int
+    stalled: int = 0  # counted requests in flight while the load generator was frozen: left out of the latencies
     duration_s: float | None
     error_counts: dict[str, int]
     metrics: dict[str, float | None]

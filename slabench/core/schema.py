@@ -87,8 +87,8 @@ RECORD = FileSchema(
     "slabench.request_record", 1, 3, "request record", kindless_before_minor=1
 )  # 2: stage_unit; 3: error_category bad_usage
 RUN_STATUS = FileSchema(
-    "slabench.run_status", 1, 4, "run status (run_status.json)", kindless_before_minor=1
-)  # 2: saturation; 3: finished (false while the run goes on); 4: saturation.loop_*, cpu_wait_*
+    "slabench.run_status", 1, 5, "run status (run_status.json)", kindless_before_minor=1
+)  # 2: saturation; 3: finished (false while the run goes on); 4: saturation.loop_*, cpu_wait_*; 5: saturated, stalls
 # summary 2: typed; .1: level_unit; .2: records_sha256 per run, warmup_s, the measured level
 SUMMARY = FileSchema("slabench.sweep_summary", 2, 2, "sweep summary (summary.json)")
 # verdict minor 2: incomplete; 3: every cost line carries the whole estimate (typed: slabench.sla.verdict_file);

@@ -78,6 +78,13 @@ class LevelEstimates:
         return {k.split(".")[1] for k in self.metrics if k.startswith("quality.") and k.count(".") >= 2}
 
 
+def stalled_note(level: Level, stalled: int) -> str:
+    return (
+        f"{level.label}: {stalled} request(s) were in flight while the load generator was frozen (run_status.json's "
+        "stalls); their latencies measure the freeze and are left out of every latency figure"
+    )
+
+
 def with_metrics(level: LevelEstimates, extra: Mapping[str, Estimate]) -> LevelEstimates:
     return dataclasses.replace(level, metrics={**level.metrics, **extra})
 
@@ -89,9 +96,12 @@ def levels_from_summary(summary: SweepSummary) -> list[LevelEstimates]:
     def level(value: int | float) -> Level:
         return Level(rate_rps=float(value)) if summary.level_unit == "req/s" else Level(concurrency=int(value))
 
-    out = [
-        LevelEstimates(level(lv.level), dict(lv.metrics), lv.duration_s, dict(lv.error_counts)) for lv in summary.levels
-    ]
+    out = []
+    for lv in summary.levels:
+        at = level(lv.level)
+        stalled = sum(r.stalled for r in lv.runs)
+        notes = (stalled_note(at, stalled),) if stalled else ()
+        out.append(LevelEstimates(at, dict(lv.metrics), lv.duration_s, dict(lv.error_counts), notes))
     if not out:
         raise UserError(f"{summary.source}: the summary has no levels; nothing to grade")
     return out

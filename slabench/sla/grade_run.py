@@ -21,7 +21,7 @@ from slabench.analysis.recheck import recheck
 from slabench.analysis.summary import SweepSummary
 from slabench.core.errors import ExitCode, UserError
 from slabench.evidence.provenance import instance_type_warning
-from slabench.evidence.run_status import Saturation, run_evidence, saturation_reasons
+from slabench.evidence.run_status import Saturation, run_evidence, run_stalls, saturation_reasons
 from slabench.sla.contract import LoadedContract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
 from slabench.sla.grade import EXIT_CODES, Verdict, grade
@@ -57,7 +57,7 @@ def read_single_run(path: Path, unstaged_level: Level | None = None, merge_runs:
             f"{path}: holds {len(run_ids)} runs ({shown}); a verdict is about one run — grade each run's own records, "
             "or grade them as one with --merge-runs (locust: --sla-merge-runs)"
         )
-    levels = levels_from_table(table, unstaged_level)
+    levels = levels_from_table(table, unstaged_level, run_stalls(path.parent))
     incomplete, saturation = run_evidence(path.parent)
     sha = records_sha256(path)
     return RunInput(str(path), levels, True, tuple(incomplete), (("the run", saturation),), ((str(path), sha),))

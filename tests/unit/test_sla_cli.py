@@ -224,3 +224,26 @@ def test_a_summary_is_checked_against_its_records(slabench, tmp_path, capsys):
     summary.write_text(json.dumps(doc))
     assert slabench(["grade", str(g), "--sla", sla, "--no-write"]) == 3
     assert "summary minor 1) without the sha256 of its records" in capsys.readouterr().err
+
+
+def test_requests_in_flight_during_a_freeze_leave_the_latency_figures(slabench, tmp_path):
+    """run_status.json's stalls: requests the load generator held through a freeze are counted, and no latency figure
+    (nor goodput) uses them; the verdict says how many."""
+    d = tmp_path / "frozen"
+    sink = open_sink(d / "records.jsonl")
+    held = [record(i, sent=0.5 * i, ttft=3.1, worker_id="w1") for i in (40, 41)]  # the freeze is in their TTFT
+    sink.write([record(i, sent=0.5 * i, worker_id="w1") for i in range(40)] + held)
+    sink.close()
+    sla = contract(tmp_path, "  ttft_p99_s: {max: 1}\n")
+    assert slabench(["grade", str(d), "--sla", sla]) == 2  # without the stall known: a FAIL on the freeze
+    stall = {"worker": "w1", "start": 20.6, "end": 23.6}
+    status = {"kind": "slabench.run_status", "schema_version": 1, "schema_minor": 5, "run_id": "r", "records": 42,
+              "incomplete_reasons": [], "stalls": [stall]}  # fmt: skip
+    (d / "run_status.json").write_text(json.dumps(status))
+    assert slabench(["grade", str(d), "--sla", sla]) == 1  # 40 measured requests: few samples for a p99
+    v = json.loads((d / "verdict.json").read_text())
+    assert v["checks"][0]["observed"] == pytest.approx(0.1)
+    assert any("2 request(s) were in flight while the load generator was frozen" in n for n in v["notes"])
+    other = {**stall, "worker": "w2"}  # another process's freeze held none of w1's requests
+    (d / "run_status.json").write_text(json.dumps({**status, "stalls": [other]}))
+    assert slabench(["grade", str(d), "--sla", sla]) == 2
