@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from slabench.analysis import cliff as cliff_mod
 from slabench.analysis.columns import RunArrays, read_table, records_sha256, run_arrays
-from slabench.analysis.figures import Figure, Slo, metric_values, quantile_of
+from slabench.analysis.figures import Figure, Slo, load_held, metric_values, quantile_of
 from slabench.analysis.stats import (
     CONFIDENCE,
     MIN_SAMPLES,
@@ -47,6 +47,7 @@ from slabench.analysis.summary import (
     RunSummary,
     SweepSummary,
     load_summary,
+    not_reached_line,
     summary_json,
 )
 from slabench.core.errors import UserError
@@ -215,7 +216,9 @@ def estimate(key: str, per_run: list[Figure], pooled: Figure) -> Estimate:
     )  # fmt: skip
 
 
-def _level(level: int | float, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None) -> LevelSummary:
+def _level(
+    level: int | float, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None, unit: LevelUnit
+) -> LevelSummary:
     per_run = [metric_values([a], slo) for _, a in runs]
     pooled = metric_values([a for _, a in runs], slo) if runs else {}
     keys = list(pooled)
@@ -246,11 +249,15 @@ def _level(level: int | float, runs: list[tuple[RunSource, RunArrays]], slo: Slo
             incomplete=incomplete,
             saturation=saturation,
             records_sha256=src.sha256,
+            measured_level=load_held([a], level, unit).measured,
         )
         for (src, a), m, (incomplete, saturation) in zip(runs, per_run, evidence, strict=True)
     ]
+    held = load_held([a for _, a in runs], level, unit)
     return LevelSummary(
         level=level,
+        measured_level=held.measured,
+        level_reached=held.reached,
         n_runs=len(runs),
         requests=sum(a.counted for _, a in runs),
         duration_s=math.fsum(durations) if durations else None,
@@ -287,7 +294,11 @@ def aggregate(
             if not by_level[level] or all(a.counted == 0 for _, a in by_level[level]):
                 warnings.append(f"level {level:g}: no counted requests")
         jobs = [sorted(by_level[lv], key=lambda ra: ra[0].repeat) for lv in order]
-        levels = list(pool.map(lambda lv_runs: _level(lv_runs[0], lv_runs[1], slo_obj), zip(order, jobs, strict=True)))
+        levels = list(
+            pool.map(lambda lv_runs: _level(lv_runs[0], lv_runs[1], slo_obj, unit), zip(order, jobs, strict=True))
+        )
+    short = [lv for lv in levels if lv.level_reached is False]
+    warnings += [not_reached_line(f"{lv.level:g} {unit}", lv.measured_level, unit) for lv in short]
     opts = cliff_options or cliff_mod.CliffOptions()
     cliff = cliff_mod.find_cliff([(lv.level, lv.metrics) for lv in levels], opts, unit)
     return SweepSummary(

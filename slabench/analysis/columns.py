@@ -30,6 +30,7 @@ from slabench.evidence.run_status import Stall
 COLUMNS = [
     "run_id",
     "worker_id",
+    "user_id",
     "stage_level",
     "stage_unit",
     "stage_repeat",
@@ -287,6 +288,9 @@ class RunArrays:
     ok_without_tokens: int  # OK requests whose token counts are missing (then token rates are not computed)
     total_tokens: float  # Σ prompt + completion tokens of OK requests
     quality: dict[str, dict[str, Floats]]  # task → column → values over counted rows of that task
+    users_held: int | None = None  # the most users active over at least half the window (None: records name none)
+    sends: int = 0  # counted requests that went out
+    send_span_s: float = 0.0  # from the first of them to the last
 
     @property
     def duration_s(self) -> float | None:
@@ -350,6 +354,30 @@ def stalled_rows(table: pa.Table, stalls: Sequence[Stall]) -> NDArray[np.bool_]:
     return out
 
 
+def users_held(user: NDArray[np.object_], start: Floats, end: Floats) -> int | None:
+    """The most users active over at least half of the window they span: a user is active from its first request's
+    send to its last request's end. A closed-loop level whose users were not all spawned, or stopped, in most of its
+    window holds fewer than it was configured with. None when the rows name no user (records not made by Locust)."""
+    named = (user != None) & (user != "") & ~np.isnan(start) & ~np.isnan(end)  # noqa: E711 ("": a record's default)
+    if not named.any():
+        return None
+    ids, which = np.unique(user[named].astype(str), return_inverse=True)
+    first = np.full(ids.size, np.inf)
+    last = np.full(ids.size, -np.inf)
+    np.minimum.at(first, which, start[named])
+    np.maximum.at(last, which, end[named])
+    times = np.concatenate([first, last])
+    order = np.argsort(times, kind="stable")
+    active = np.cumsum(np.concatenate([np.ones(ids.size), -np.ones(ids.size)])[order])[:-1]
+    spans = np.diff(times[order])
+    total = float(spans.sum())
+    if total <= 0:
+        return int(ids.size)
+    by_count = np.argsort(-active, kind="stable")  # the highest counts first: time held at ≥ each count
+    reach = np.cumsum(spans[by_count])
+    return int(active[by_count][np.searchsorted(reach, total / 2)])
+
+
 def run_arrays(table: pa.Table, warmup_s: float = 0.0, stalls: Sequence[Stall] = ()) -> RunArrays:
     """Per-request arrays of one run. Warm-up: rows whose stage_phase is warmup/cooldown when the run's records
     carry phases; otherwise rows sent in the first `warmup_s` seconds after the run's first request. Rows in flight
@@ -397,6 +425,7 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0, stalls: Sequence[Stall] =
     tok_ok = table.select(["chunk_times", "chunk_tokens"]).filter(pa.array(keep & (outcome_all == "ok") & ~stalled_all))
     itl_tokens, itl_mean = itl_arrays(tok_ok.column("chunk_times"), tok_ok.column("chunk_tokens"))
     has_end = ~np.isnan(t_end)
+    went = t_send[~np.isnan(t_send)]
     open_loop = bool((~np.isnan(scheduled[ok])).any())
     quality: dict[str, dict[str, Floats]] = {}
     tasks = _str(t.column("quality_task"))
@@ -428,4 +457,7 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0, stalls: Sequence[Stall] =
         ok_without_tokens=int((np.isnan(completion[ok]) | np.isnan(prompt[ok])).sum()),
         total_tokens=float(np.nansum(completion[ok]) + np.nansum(prompt[ok])),
         quality=quality,
+        users_held=users_held(_str(t.column("user_id")), t_send, t_end),
+        sends=int(went.size),
+        send_span_s=float(went.max() - went.min()) if went.size else 0.0,
     )

@@ -14,8 +14,10 @@ Open loop (records with `scheduled`): ``ttft_*`` is the user-visible TTFT, from 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -61,6 +63,38 @@ class Slo:
 
     def to_dict(self) -> dict[str, float]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadHeld:
+    """The load a level's runs held against the one configured: `measured` in the level's unit (the weakest run's),
+    `reached` False when some run did not hold it for most of its window (None: not measured)."""
+
+    measured: float | None
+    reached: bool | None
+
+
+def load_held(parts: Sequence[RunArrays], configured: float | None, unit: Literal["users", "req/s"]) -> LoadHeld:
+    """Users: each run's users active over at least half its window (`RunArrays.users_held`) against the level.
+    Requests/s: each run's requests sent per second from its first send to its last, reached when the count is
+    within three Poisson standard deviations of the configured rate's (an open-loop schedule is random)."""
+    if not parts:
+        return LoadHeld(None, None)
+    if unit == "users":
+        held = [p.users_held for p in parts]
+        if any(h is None for h in held):
+            return LoadHeld(None, None)
+        low = float(min(h for h in held if h is not None))
+        return LoadHeld(low, None if configured is None else low >= configured)
+    rates, reached = [], []
+    for p in parts:
+        if p.sends < 2 or p.send_span_s <= 0:
+            return LoadHeld(None, None)
+        rates.append((p.sends - 1) / p.send_span_s)
+        if configured is not None:
+            expected = configured * p.send_span_s
+            reached.append(p.sends - 1 >= expected - 3 * math.sqrt(expected))
+    return LoadHeld(min(rates), all(reached) if configured is not None else None)
 
 
 def quantile_of(key: str) -> float | None:

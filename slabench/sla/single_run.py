@@ -8,6 +8,7 @@ group. Several repeats of a level in one run are pooled into one sample, and the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
@@ -15,7 +16,8 @@ import pyarrow.compute as pc
 
 from slabench.analysis.aggregate import estimate
 from slabench.analysis.columns import EXCLUDED_PHASES, run_arrays, table_from_records
-from slabench.analysis.figures import metric_values
+from slabench.analysis.figures import load_held, metric_values
+from slabench.analysis.summary import LevelUnit
 from slabench.core.record import RequestRecord
 from slabench.evidence.run_status import Stall
 from slabench.sla.estimates import Level, LevelEstimates, stalled_note
@@ -25,11 +27,15 @@ def level_estimates(table: pa.Table, level: Level, stalls: Sequence[Stall] = ())
     """One level's estimates from its rows (warm-up and cool-down rows are left out here)."""
     arrays = run_arrays(table, stalls=stalls)
     figures = metric_values([arrays])
+    unit: LevelUnit = "req/s" if level.rate_rps is not None else "users"
+    held = load_held([arrays], level.concurrency if unit == "users" else level.rate_rps, unit)
     metrics = {k: estimate(k, [f], f) for k, f in figures.items() if f.value is not None}
     notes = [stalled_note(level, arrays.stalled)] if arrays.stalled else []
     if arrays.ok_without_tokens:
         notes.append(f"{level.label}: some successful requests have no token counts; token rates not computed")
-    return LevelEstimates(level, metrics, arrays.duration_s, arrays.error_counts, tuple(notes))
+    return LevelEstimates(
+        level, metrics, arrays.duration_s, arrays.error_counts, tuple(notes), held.measured, held.reached
+    )
 
 
 def levels_from_table(
@@ -54,7 +60,7 @@ def levels_from_table(
                 f"{level.label}: {len(repeats)} repeats in one run were pooled into one sample (n = 1); "
                 "run `slabench aggregate` for per-repeat intervals"
             )
-            est = LevelEstimates(est.level, est.metrics, est.duration_s, est.error_counts, (*est.notes, note))
+            est = dataclasses.replace(est, notes=(*est.notes, note))
         out.append(est)
     return out
 

@@ -70,6 +70,7 @@ class VerdictFile(_File):
     source: str
     load: str  # the contract's load
     graded_level: str | None  # the tested level that stood for it (None: not tested)
+    measured_load: float | None = None  # the load it held, in its unit: users active over half its window, or req/s
     single_run: bool
     checks: list[CheckResult]
     deployment: DeploymentFile  # type: ignore[valid-type]  # built at import time by create_model

@@ -247,3 +247,64 @@ def test_requests_in_flight_during_a_freeze_leave_the_latency_figures(slabench, 
     other = {**stall, "worker": "w2"}  # another process's freeze held none of w1's requests
     (d / "run_status.json").write_text(json.dumps({**status, "stalls": [other]}))
     assert slabench(["grade", str(d), "--sla", sla]) == 2
+
+
+def _users_run(tmp_path, name, spans, level=4, **kw):
+    """A sweep tree with one run at `level` users: user u sends back-to-back 0.2 s requests over spans[u] seconds."""
+    from tests.analysis_helpers import rec, write_run
+
+    records = []
+    for u, (start, stop) in enumerate(spans):
+        t = start
+        while t + 0.2 <= stop:
+            records.append(rec(t, ttft=0.1, gaps=(0.05, 0.05), user_id=f"w/{u}", run_id=name, **kw))
+            t += 0.2
+    write_run(tmp_path / name, level, 1, records)
+    return tmp_path / name
+
+
+def test_a_level_never_reached_cannot_pass(slabench, tmp_path, capsys):
+    """Four users configured, two spawned for most of the window (a spawn rate too low for the run's time): graded at
+    its level, the run would speak for a load it never carried — CONDITIONAL at best, exit 4, the measured load
+    beside the configured one."""
+    sla = contract(tmp_path, "  ttft_p95_s: {max: 0.5}\n")
+    full = _users_run(tmp_path, "full", [(0, 20)] * 4)
+    assert slabench(["grade", str(full), "--sla", sla]) == 0
+    v = json.loads((full / "verdict.json").read_text())
+    assert v["measured_load"] == 4 and v["verdict"] == "PASS"
+    late = _users_run(tmp_path, "late", [(0, 20), (0, 20), (14, 20), (16, 20)])  # users 3 and 4 came late
+    capsys.readouterr()
+    assert slabench(["aggregate", str(late)]) == 0
+    assert "4 users: the load was not reached — 2 users were active" in capsys.readouterr().out
+    summary = json.loads((late / "summary.json").read_text())
+    assert (summary["levels"][0]["measured_level"], summary["levels"][0]["level_reached"]) == (2, False)
+    assert slabench(["grade", str(late), "--sla", sla]) == 4
+    v = json.loads((late / "verdict.json").read_text())
+    assert v["checks"][0]["status"] == "PASS" and v["verdict"] == "CONDITIONAL" and v["measured_load"] == 2
+    assert any("concurrency 4: the load was not reached — 2 users" in r for r in v["incomplete"])
+    assert v["levels"] == [{"level": "concurrency 4", "verdict": "CONDITIONAL"}]  # capacity cannot count it either
+
+
+def test_an_open_loop_rate_never_reached_cannot_pass(slabench, tmp_path):
+    """10 req/s configured, 5 req/s sent: graded at 10 req/s only as incomplete, the achieved rate beside it."""
+    from slabench.core.record import StageUnit
+    from tests.analysis_helpers import rec
+
+    sla = str(write(tmp_path, "name: c\nload: {request_rate_rps: 10}\ndeployment: {instance_type: g5.xlarge}\n"
+                    "targets:\n  ttft_p95_s: {max: 0.5}\n"))  # fmt: skip
+    for name, every in (("kept", 0.1), ("halved", 0.2)):
+        d = tmp_path / name
+        sink = open_sink(d / "records.jsonl")
+        sink.write([
+            rec(i * every, ttft=0.1, scheduled=i * every, stage_level=10_000, stage_unit=StageUnit.MILLI_RPS,
+                user_id="w/1")
+            for i in range(200)
+        ])  # fmt: skip
+        sink.close()
+    assert slabench(["grade", str(tmp_path / "kept"), "--sla", sla]) == 0
+    kept = json.loads((tmp_path / "kept" / "verdict.json").read_text())
+    assert kept["measured_load"] == pytest.approx(10) and kept["measurement"] == "complete"
+    assert slabench(["grade", str(tmp_path / "halved"), "--sla", sla]) == 4
+    v = json.loads((tmp_path / "halved" / "verdict.json").read_text())
+    assert v["measured_load"] == pytest.approx(5)
+    assert any("10 req/s: the load was not reached — 5 req/s were sent" in r for r in v["incomplete"])
