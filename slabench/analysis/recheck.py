@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from slabench.analysis.aggregate import RECORD_FILES, aggregate
+from slabench.analysis.aggregate import aggregate
 from slabench.analysis.summary import RunSummary, SweepSummary, load_summary, summary_json
 from slabench.core.errors import UserError
 
@@ -25,13 +25,15 @@ def _runs(summary: SweepSummary) -> dict[tuple[float, int], RunSummary]:
 
 
 def _records_root(path: Path, stored: SweepSummary) -> Path:
-    """What to aggregate again: the folder of summary.json (a sweep tree, or a stepped records file in it)."""
+    """What to aggregate again: the folder of summary.json (a sweep tree, or a stepped records file in it), else what
+    the summary says it aggregated (`source`: a summary written elsewhere with --out)."""
     folder = path.parent
     files = {Path(r.path).name for lv in stored.levels for r in lv.runs}
-    if len(files) == 1 and not any((folder / name).exists() for name in RECORD_FILES):  # a stepped file of its own name
-        (name,) = files
-        if (folder / name).exists():
-            return folder / name
+    if len(files) == 1 and (folder / next(iter(files))).is_file():  # a stepped records file beside it
+        return folder / next(iter(files))
+    holds_runs = any(d.is_dir() and d.name.isdigit() for d in folder.iterdir())
+    if not holds_runs and Path(stored.source).exists() and Path(stored.source).resolve() != folder.resolve():
+        return Path(stored.source)
     return folder
 
 
@@ -61,17 +63,20 @@ def recheck(path: str | Path) -> SweepSummary:
     """The summary at `path`, recomputed from its records after checking that it is theirs; raises UserError."""
     p = Path(path)
     stored = load_summary(p)
-    again = f"run `slabench aggregate {p.parent}` again (with the options you used), then grade"
+    root = _records_root(p, stored)
+    again = f"run `slabench aggregate {root}` again (with the options you used), then grade"
     if stored.schema_minor < CHECKED_SINCE_MINOR:
         raise UserError(
             f"{p}: written by an older slabench (summary minor {stored.schema_minor}) without the sha256 of its "
             f"records, so its figures cannot be checked against them; {again}"
         )
-    root = _records_root(p, stored)
     try:
         fresh = aggregate(root, slo=stored.slo, warmup_s=stored.warmup_s)
     except UserError as e:
-        raise UserError(f"{p}: its records cannot be read again ({e}); a verdict comes from records") from None
+        raise UserError(
+            f"{p}: a summary is a cache of its records, and they cannot be read again ({e}) — grade the sweep "
+            "directory or records file it was aggregated from"
+        ) from None
     old, new = _runs(stored), _runs(fresh)
     both = old.keys() & new.keys()
     changed = sorted(k for k in old.keys() | new.keys() if k not in both or old[k].run_id != new[k].run_id)

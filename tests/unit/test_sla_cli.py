@@ -308,3 +308,18 @@ def test_an_open_loop_rate_never_reached_cannot_pass(slabench, tmp_path):
     v = json.loads((tmp_path / "halved" / "verdict.json").read_text())
     assert v["measured_load"] == pytest.approx(5)
     assert any("10 req/s: the load was not reached — 5 req/s were sent" in r for r in v["incomplete"])
+
+
+def test_a_summary_written_elsewhere_is_checked_against_the_records_it_names(slabench, tmp_path, capsys):
+    g = sweep_dir(tmp_path, "s", (0.1, 0.11), (0.5, 0.5))
+    out = tmp_path / "report"
+    assert slabench(["aggregate", str(g), "--out", str(out)]) == 0
+    sla = contract(tmp_path, "  ttft_p95_s: {max: 0.2}\n")
+    assert slabench(["grade", str(out), "--sla", sla, "--no-write"]) == 0  # from the records it names (`source`)
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "summary.json").write_text((out / "summary.json").read_text().replace(str(g), str(tmp_path / "gone")))
+    capsys.readouterr()
+    assert slabench(["grade", str(alone), "--sla", sla, "--no-write"]) == 3  # no records: no verdict
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "a summary is a cache of its records, and they cannot be read again" in line
