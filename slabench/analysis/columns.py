@@ -83,7 +83,9 @@ def with_stage_units(t: pa.Table) -> pa.Table:
 
 def _not_this_schema(t: pa.Table) -> bool:
     """Some row is of another kind or major version, or lacks a required field (what RequestRecord.from_dict
-    refuses), checked column-wise."""
+    refuses), checked column-wise. An empty file (a run that made no request) has no row of another schema."""
+    if t.num_rows == 0:
+        return False
     if any(t.column(c).null_count for c in ("run_id", "request_id", "outcome", "schema_version")):
         return True
     if pc.any(pc.not_equal(t.column("schema_version"), RECORD.major)).as_py():

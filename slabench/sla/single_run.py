@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from slabench.analysis.aggregate import estimate
 from slabench.analysis.columns import EXCLUDED_PHASES, run_arrays, table_from_records
-from slabench.analysis.figures import load_held, metric_values
+from slabench.analysis.figures import LoadHeld, load_held, metric_values
 from slabench.analysis.summary import LevelUnit
 from slabench.core.record import RequestRecord
 from slabench.evidence.run_status import Stall
@@ -29,6 +29,8 @@ def level_estimates(table: pa.Table, level: Level, stalls: Sequence[Stall] = ())
     figures = metric_values([arrays])
     unit: LevelUnit = "req/s" if level.rate_rps is not None else "users"
     held = load_held([arrays], level.concurrency if unit == "users" else level.rate_rps, unit)
+    if level.unstaged and arrays.ttft_sent is not None:  # open loop without a stage: its users say nothing of its load
+        held = LoadHeld(None, None)
     metrics = {k: estimate(k, [f], f) for k, f in figures.items() if f.value is not None}
     notes = [stalled_note(level, arrays.stalled)] if arrays.stalled else []
     if arrays.ok_without_tokens:
