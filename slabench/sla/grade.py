@@ -333,8 +333,11 @@ def grade(
     single = chosen is not None and not any(e.n >= 2 for e in chosen.level.metrics.values())
     counts = {s: sum(c.status is s for c in checks) for s in Status}
     dep = contract.deployment
+    measured = chosen.level.measured_load if chosen is not None else None
+    unit = "req/s" if chosen is not None and chosen.level.level.rate_rps is not None else "users"
+    held = f" (measured {measured:.3g} {unit})" if measured is not None else ""
     summary = (
-        f"{status}: {contract.name} at {contract.load.label} on {dep.replicas} × {replica.instance_type}"
+        f"{status}: {contract.name} at {contract.load.label}{held} on {dep.replicas} × {replica.instance_type}"
         f" — {len(checks)} checks: {counts[Status.PASS]} PASS, {counts[Status.CONDITIONAL]} CONDITIONAL, "
         f"{counts[Status.FAIL]} FAIL"
     )
@@ -352,7 +355,7 @@ def grade(
         source=source,
         load=contract.load.label,
         graded_level=chosen.level.level.label if chosen else None,
-        measured_load=chosen.level.measured_load if chosen else None,
+        measured_load=measured,
         status=status,
         single_run=single,
         summary=summary,

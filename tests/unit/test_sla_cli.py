@@ -272,6 +272,7 @@ def test_a_level_never_reached_cannot_pass(slabench, tmp_path, capsys):
     assert slabench(["grade", str(full), "--sla", sla]) == 0
     v = json.loads((full / "verdict.json").read_text())
     assert v["measured_load"] == 4 and v["verdict"] == "PASS"
+    assert v["summary"].startswith("PASS: c at concurrency 4 (measured 4 users) on 1 × g5.xlarge")
     late = _users_run(tmp_path, "late", [(0, 20), (0, 20), (14, 20), (16, 20)])  # users 3 and 4 came late
     capsys.readouterr()
     assert slabench(["aggregate", str(late)]) == 0
