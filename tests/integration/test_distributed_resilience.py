@@ -15,7 +15,7 @@ from slabench.core.record import ErrorCategory, Outcome
 from slabench.core.sinks import read_records
 from slabench.locust.spool import read_journal
 from tests.integration.test_shapes_burst import small_queue
-from tests.locust_run import ROOT, scrape
+from tests.locust_run import ROOT, exit_for, scrape
 from tests.ports import free_port
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
@@ -276,10 +276,10 @@ def test_a_clean_run_leaves_no_spool_and_matches_the_servers_count(simulator, tm
         for w in workers:
             w.kill()
             w.wait()
-    assert master.returncode == 0, err[-3000:]
+    assert master.returncode == exit_for(tmp_path), err[-3000:]  # 0, or 4 when a busy machine saturated it
     assert not list(spool.rglob("*.jsonl"))
     status = status_of(tmp_path)
-    assert not status["degraded"] and status["incomplete_reasons"] == []
+    assert status["degraded"] == bool(status["saturated"]) and status["incomplete_reasons"] == []
     assert status["accounting"]["unrecorded"] == 0
     assert status["accounting"]["server_received"] == scrape(url)[RECEIVED]
     sat = status["saturation"]  # each worker's event-loop figures came with its final batch
@@ -294,7 +294,7 @@ def test_processes_with_only_a_bind_port_use_it_for_the_workers(simulator, tmp_p
     argv += ["-u", "2", "-r", "2", "-t", "3s", "--processes", "2", "--master-bind-port", free_port()]
     argv += ["--records", str(tmp_path / "r.jsonl"), "--worker-join-timeout", "40"]
     res = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == exit_for(tmp_path), res.stderr[-3000:]
     assert len({r.worker_id for r in read_records(tmp_path / "r.jsonl")}) == 2
 
 
