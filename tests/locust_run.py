@@ -41,3 +41,12 @@ def scrape(url: str) -> dict[str, float]:
         for s in fam.samples:
             out[s.name] = out.get(s.name, 0.0) + s.value
     return out
+
+
+def exit_for(run_dir: Path) -> int:
+    """The exit code a finished run owes what its run_status.json says: 4 when it is incomplete or its load generator
+    (or the simulator) was saturated — a busy test machine does that — else 0."""
+    import json
+
+    status = json.loads((run_dir / "run_status.json").read_text())
+    return 4 if status.get("incomplete_reasons") or status.get("saturated") else 0

@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from slabench.analysis import cliff as cliff_mod
-from slabench.analysis.columns import RunArrays, read_table, run_arrays
-from slabench.analysis.figures import Figure, Slo, metric_values, quantile_of
+from slabench.analysis.columns import RunArrays, read_table, records_sha256, run_arrays
+from slabench.analysis.figures import Figure, Slo, load_held, metric_values, quantile_of
 from slabench.analysis.stats import (
     CONFIDENCE,
     MIN_SAMPLES,
@@ -47,12 +47,13 @@ from slabench.analysis.summary import (
     RunSummary,
     SweepSummary,
     load_summary,
+    not_reached_line,
     summary_json,
 )
 from slabench.core.errors import UserError
 from slabench.core.record import StageUnit
 from slabench.core.schema import SWEEP, SWEEP_RUN
-from slabench.evidence.run_status import run_evidence
+from slabench.evidence.run_status import run_evidence, run_stalls
 
 __all__ = ["SweepSummary", "aggregate", "load_summary", "require_ci", "summary_json"]
 
@@ -72,6 +73,8 @@ METHOD = {
     "ttft_sent_* from sent",
     "pooled": "all counted requests of the level together; rates over the summed windows of its runs",
     "confidence": CONFIDENCE,
+    "stalls": "requests in flight while their load generator was frozen (run_status.json's stalls) are counted and "
+    "left out of every latency figure (and of goodput)",
     "warmup": "records with stage_phase warmup/cooldown when the run has phases, else those sent in the run's "
     "first warmup_s seconds",
     "low_samples": f"a run's value rests on fewer than max({MIN_SAMPLES}, 100/(100-q)) requests (p99: 100)",
@@ -88,6 +91,7 @@ class RunSource:
     run_id: str | None = None
     table: pa.Table | None = None  # already read (stepped single-file layout)
     unit: LevelUnit = "users"
+    sha256: str | None = None  # of the records file, once read
 
 
 def _int_dirs(p: Path) -> list[tuple[int, Path]]:
@@ -169,6 +173,7 @@ def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:
             "runs of each kind of load apart"
         )
     (unit,) = units
+    sha = records_sha256(path)
     load_unit: LevelUnit = "req/s" if unit.load_unit == "req/s" else "users"  # unit.load_unit, as a LevelUnit
     repeats = pc.fill_null(table.column("stage_repeat"), 1)
     pairs = sorted(
@@ -180,15 +185,17 @@ def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:
         sub = table.filter(pc.fill_null(mask, False))
         run_ids = sub.column("run_id").unique().to_pylist()
         run_id = run_ids[0] if run_ids else None
-        out.append(RunSource(unit.load(level), repeat, path, warmup_s or 0.0, run_id, sub, load_unit))
+        out.append(RunSource(unit.load(level), repeat, path, warmup_s or 0.0, run_id, sub, load_unit, sha))
     return out
 
 
 # -- aggregation -------------------------------------------------------------------------------------------------
 def _run_arrays(src: RunSource) -> RunArrays:
     table = src.table if src.table is not None else read_table(src.path)
+    if src.sha256 is None:
+        src.sha256 = records_sha256(src.path)
     src.table = None  # free the raw columns; only the per-request arrays are kept
-    return run_arrays(table, src.warmup_s)
+    return run_arrays(table, src.warmup_s, run_stalls(src.path.parent))
 
 
 def estimate(key: str, per_run: list[Figure], pooled: Figure) -> Estimate:
@@ -209,7 +216,9 @@ def estimate(key: str, per_run: list[Figure], pooled: Figure) -> Estimate:
     )  # fmt: skip
 
 
-def _level(level: int | float, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None) -> LevelSummary:
+def _level(
+    level: int | float, runs: list[tuple[RunSource, RunArrays]], slo: Slo | None, unit: LevelUnit
+) -> LevelSummary:
     per_run = [metric_values([a], slo) for _, a in runs]
     pooled = metric_values([a for _, a in runs], slo) if runs else {}
     keys = list(pooled)
@@ -232,17 +241,23 @@ def _level(level: int | float, runs: list[tuple[RunSource, RunArrays]], slo: Slo
             excluded_warmup=a.excluded_warmup,
             warmup_rule=a.warmup_rule,
             counted=a.counted,
+            stalled=a.stalled,
             duration_s=a.duration_s,
             error_counts=a.error_counts,
             metrics={k: f.value for k, f in m.items()},
             samples={k: f.samples for k, f in m.items()},
             incomplete=incomplete,
             saturation=saturation,
+            records_sha256=src.sha256,
+            measured_level=load_held([a], level, unit).measured,
         )
         for (src, a), m, (incomplete, saturation) in zip(runs, per_run, evidence, strict=True)
     ]
+    held = load_held([a for _, a in runs], level, unit)
     return LevelSummary(
         level=level,
+        measured_level=held.measured,
+        level_reached=held.reached,
         n_runs=len(runs),
         requests=sum(a.counted for _, a in runs),
         duration_s=math.fsum(durations) if durations else None,
@@ -279,7 +294,11 @@ def aggregate(
             if not by_level[level] or all(a.counted == 0 for _, a in by_level[level]):
                 warnings.append(f"level {level:g}: no counted requests")
         jobs = [sorted(by_level[lv], key=lambda ra: ra[0].repeat) for lv in order]
-        levels = list(pool.map(lambda lv_runs: _level(lv_runs[0], lv_runs[1], slo_obj), zip(order, jobs, strict=True)))
+        levels = list(
+            pool.map(lambda lv_runs: _level(lv_runs[0], lv_runs[1], slo_obj, unit), zip(order, jobs, strict=True))
+        )
+    short = [lv for lv in levels if lv.level_reached is False]
+    warnings += [not_reached_line(f"{lv.level:g} {unit}", lv.measured_level, unit) for lv in short]
     opts = cliff_options or cliff_mod.CliffOptions()
     cliff = cliff_mod.find_cliff([(lv.level, lv.metrics) for lv in levels], opts, unit)
     return SweepSummary(
@@ -290,6 +309,7 @@ def aggregate(
         cliff=cliff,
         sweep=sweep,
         slo=slo_obj.to_dict() if slo_obj else None,
+        warmup_s=warmup_s,
         warnings=warnings,
     )
 

@@ -9,6 +9,7 @@ column-wise on Arrow data. `tests/unit/test_analysis_columns.py` checks, record 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +25,12 @@ from slabench.core.errors import UserError
 from slabench.core.record import RequestRecord, StageUnit
 from slabench.core.schema import RECORD
 from slabench.core.sinks import ARROW_SCHEMA, read_parquet, read_records
+from slabench.evidence.run_status import Stall
 
 COLUMNS = [
     "run_id",
     "worker_id",
+    "user_id",
     "stage_level",
     "stage_unit",
     "stage_repeat",
@@ -80,7 +83,9 @@ def with_stage_units(t: pa.Table) -> pa.Table:
 
 def _not_this_schema(t: pa.Table) -> bool:
     """Some row is of another kind or major version, or lacks a required field (what RequestRecord.from_dict
-    refuses), checked column-wise."""
+    refuses), checked column-wise. An empty file (a run that made no request) has no row of another schema."""
+    if t.num_rows == 0:
+        return False
     if any(t.column(c).null_count for c in ("run_id", "request_id", "outcome", "schema_version")):
         return True
     if pc.any(pc.not_equal(t.column("schema_version"), RECORD.major)).as_py():
@@ -129,6 +134,19 @@ def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
     _refuse_repeats(table.column("request_id"), p)
     _refuse_impossible(table, p)
     return table.select(columns)
+
+
+def records_sha256(path: str | Path) -> str:
+    """The content hash of a records file (a Parquet directory: of its files in name order): what a summary and a
+    verdict say they were computed from, so a changed file is caught."""
+    p = Path(path)
+    h = hashlib.sha256()
+    for f in sorted(p.rglob("*")) if p.is_dir() else [p]:
+        if f.is_file():
+            with f.open("rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+    return h.hexdigest()
 
 
 def _refuse_repeats(ids: pa.ChunkedArray, path: Path) -> None:
@@ -254,12 +272,15 @@ class RunArrays:
     counted: int  # rows after exclusion
     dropped: int  # counted rows with outcome `dropped` (ours: cancelled at stop, not sent, lost)
     ok: int
+    stalled: int  # counted requests in flight while their load generator was frozen: no latency figure uses them
     errors: int
     incomplete: int
     error_counts: dict[str, int]  # non-OK counted rows by error category (or outcome when uncategorised)
     window_start: float | None  # send time of the first counted request (wall-clock s when known)
     window_end: float | None  # end time of the last counted request
-    ttft: Floats  # per OK request, NaN where missing: user-visible (from `scheduled` in open loop, else `sent`)
+    # per OK request not stalled (as every latency array), NaN where missing: user-visible (from `scheduled` in open
+    # loop, else `sent`)
+    ttft: Floats
     ttft_sent: Floats | None  # open loop only: TTFT from when the request actually went out
     e2e: Floats
     tpot: Floats
@@ -269,6 +290,9 @@ class RunArrays:
     ok_without_tokens: int  # OK requests whose token counts are missing (then token rates are not computed)
     total_tokens: float  # Σ prompt + completion tokens of OK requests
     quality: dict[str, dict[str, Floats]]  # task → column → values over counted rows of that task
+    users_held: int | None = None  # the most users active over at least half the window (None: records name none)
+    sends: int = 0  # counted requests that went out
+    send_span_s: float = 0.0  # from the first of them to the last
 
     @property
     def duration_s(self) -> float | None:
@@ -318,9 +342,48 @@ def request_times(table: pa.Table) -> dict[str, Floats]:
     }
 
 
-def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
+def stalled_rows(table: pa.Table, stalls: Sequence[Stall]) -> NDArray[np.bool_]:
+    """Rows in flight — from their schedule (open loop) or send to their end — while their process was frozen."""
+    out = np.zeros(table.num_rows, dtype=bool)
+    if not stalls:
+        return out
+    worker = _str(table.column("worker_id")).astype(str)
+    sent, scheduled, end = _f64(table.column("sent")), _f64(table.column("scheduled")), _f64(table.column("end"))
+    begin = np.where(np.isnan(scheduled), sent, scheduled)
+    with np.errstate(invalid="ignore"):
+        for st in stalls:
+            out |= (worker == st.worker) & (begin < st.end) & (end > st.start)
+    return out
+
+
+def users_held(user: NDArray[np.object_], start: Floats, end: Floats) -> int | None:
+    """The most users active over at least half of the window they span: a user is active from its first request's
+    send to its last request's end. A closed-loop level whose users were not all spawned, or stopped, in most of its
+    window holds fewer than it was configured with. None when the rows name no user (records not made by Locust)."""
+    named = (user != None) & (user != "") & ~np.isnan(start) & ~np.isnan(end)  # noqa: E711 ("": a record's default)
+    if not named.any():
+        return None
+    ids, which = np.unique(user[named].astype(str), return_inverse=True)
+    first = np.full(ids.size, np.inf)
+    last = np.full(ids.size, -np.inf)
+    np.minimum.at(first, which, start[named])
+    np.maximum.at(last, which, end[named])
+    times = np.concatenate([first, last])
+    order = np.argsort(times, kind="stable")
+    active = np.cumsum(np.concatenate([np.ones(ids.size), -np.ones(ids.size)])[order])[:-1]
+    spans = np.diff(times[order])
+    total = float(spans.sum())
+    if total <= 0:
+        return int(ids.size)
+    by_count = np.argsort(-active, kind="stable")  # the highest counts first: time held at ≥ each count
+    reach = np.cumsum(spans[by_count])
+    return int(active[by_count][np.searchsorted(reach, total / 2)])
+
+
+def run_arrays(table: pa.Table, warmup_s: float = 0.0, stalls: Sequence[Stall] = ()) -> RunArrays:
     """Per-request arrays of one run. Warm-up: rows whose stage_phase is warmup/cooldown when the run's records
-    carry phases; otherwise rows sent in the first `warmup_s` seconds after the run's first request."""
+    carry phases; otherwise rows sent in the first `warmup_s` seconds after the run's first request. Rows in flight
+    during one of `stalls` (run_status.json's) are counted, and left out of every latency array."""
     n = table.num_rows
     phase = table.column("stage_phase")
     sent = _f64(table.column("sent"))
@@ -347,9 +410,12 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
     t = table.drop_columns(["chunk_times", "chunk_tokens"]).filter(pa.array(keep))
     t_send, t_end, sent, end, scheduled = t_send[keep], t_end[keep], sent[keep], end[keep], scheduled[keep]
     outcome_all = _str(table.column("outcome"))
+    stalled_all = stalled_rows(table, stalls)
     outcome = outcome_all[keep]
+    stalled = stalled_all[keep]
     category = _str(t.column("error_category"))
     ok = outcome == "ok"
+    measured = ok & ~stalled  # what the latency figures are made of
     not_ok = ~ok
     keys = np.where(category[not_ok] == None, outcome[not_ok], category[not_ok])  # noqa: E711 (object array)
     error_counts: dict[str, int] = {}
@@ -358,9 +424,10 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
         error_counts = {str(k): int(v) for k, v in zip(labels, counts, strict=True)}
     times = request_times(t)
     completion, prompt = _f64(t.column("completion_tokens")), _f64(t.column("prompt_tokens"))
-    tok_ok = table.select(["chunk_times", "chunk_tokens"]).filter(pa.array(keep & (outcome_all == "ok")))
+    tok_ok = table.select(["chunk_times", "chunk_tokens"]).filter(pa.array(keep & (outcome_all == "ok") & ~stalled_all))
     itl_tokens, itl_mean = itl_arrays(tok_ok.column("chunk_times"), tok_ok.column("chunk_tokens"))
     has_end = ~np.isnan(t_end)
+    went = t_send[~np.isnan(t_send)]
     open_loop = bool((~np.isnan(scheduled[ok])).any())
     quality: dict[str, dict[str, Floats]] = {}
     tasks = _str(t.column("quality_task"))
@@ -376,19 +443,23 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
         counted=t.num_rows,
         dropped=int((outcome == "dropped").sum()),
         ok=int(ok.sum()),
+        stalled=int(stalled.sum()),
         errors=int((outcome == "error").sum()),
         incomplete=int((outcome == "incomplete").sum()),
         error_counts=error_counts,
         window_start=float(np.nanmin(t_send)) if t.num_rows and not np.isnan(t_send).all() else None,
         window_end=float(np.max(t_end[has_end])) if has_end.any() else None,
-        ttft=times["ttft"][ok],
-        ttft_sent=times["ttft_sent"][ok] if open_loop else None,
-        e2e=times["e2e"][ok],
-        tpot=times["tpot"][ok],
+        ttft=times["ttft"][measured],
+        ttft_sent=times["ttft_sent"][measured] if open_loop else None,
+        e2e=times["e2e"][measured],
+        tpot=times["tpot"][measured],
         itl_mean=itl_mean,
         itl_tokens=itl_tokens,
         output_tokens=float(np.nansum(completion[ok])),
         ok_without_tokens=int((np.isnan(completion[ok]) | np.isnan(prompt[ok])).sum()),
         total_tokens=float(np.nansum(completion[ok]) + np.nansum(prompt[ok])),
         quality=quality,
+        users_held=users_held(_str(t.column("user_id")), t_send, t_end),
+        sends=int(went.size),
+        send_span_s=float(went.max() - went.min()) if went.size else 0.0,
     )

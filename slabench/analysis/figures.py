@@ -14,8 +14,10 @@ Open loop (records with `scheduled`): ``ttft_*`` is the user-visible TTFT, from 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -61,6 +63,38 @@ class Slo:
 
     def to_dict(self) -> dict[str, float]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadHeld:
+    """The load a level's runs held against the one configured: `measured` in the level's unit (the weakest run's),
+    `reached` False when some run did not hold it for most of its window (None: not measured)."""
+
+    measured: float | None
+    reached: bool | None
+
+
+def load_held(parts: Sequence[RunArrays], configured: float | None, unit: Literal["users", "req/s"]) -> LoadHeld:
+    """Users: each run's users active over at least half its window (`RunArrays.users_held`) against the level.
+    Requests/s: each run's requests sent per second from its first send to its last, reached when the count is
+    within three Poisson standard deviations of the configured rate's (an open-loop schedule is random)."""
+    if not parts:
+        return LoadHeld(None, None)
+    if unit == "users":
+        held = [p.users_held for p in parts]
+        if any(h is None for h in held):
+            return LoadHeld(None, None)
+        low = float(min(h for h in held if h is not None))
+        return LoadHeld(low, None if configured is None else low >= configured)
+    rates, reached = [], []
+    for p in parts:
+        if p.sends < 2 or p.send_span_s <= 0:
+            return LoadHeld(None, None)
+        rates.append((p.sends - 1) / p.send_span_s)
+        if configured is not None:
+            expected = configured * p.send_span_s
+            reached.append(p.sends - 1 >= expected - 3 * math.sqrt(expected))
+    return LoadHeld(min(rates), all(reached) if configured is not None else None)
 
 
 def quantile_of(key: str) -> float | None:
@@ -113,8 +147,9 @@ _QCOLS = ("parse_ok", "items_expected", "items_correct", "item_accuracy", "autof
 
 
 def meets_slo(parts: Sequence[RunArrays], slo: Slo) -> int:
-    """How many OK requests meet every SLO that is set (NaN ITL/TPOT: no gap, meets)."""
-    ok = np.ones(sum(p.ok for p in parts), dtype=bool)
+    """How many OK requests meet every SLO that is set (NaN ITL/TPOT: no gap, meets). A stalled request's latencies
+    are not known: it does not count as meeting them."""
+    ok = np.ones(sum(p.ttft.size for p in parts), dtype=bool)
     with np.errstate(invalid="ignore"):
         for name, limit, nan_meets in (
             ("ttft", slo.ttft_s, False),
@@ -134,15 +169,16 @@ def metric_values(parts: Sequence[RunArrays], slo: Slo | None = None) -> dict[st
     measured windows of the parts."""
     out: dict[str, Figure] = {}
     ok = sum(p.ok for p in parts)
-    _latency(_cat(parts, "ttft"), "ttft", ok, out)
+    measured = sum(p.ttft.size for p in parts)  # OK requests not stalled: what the latencies are made of
+    _latency(_cat(parts, "ttft"), "ttft", measured, out)
     sent = [p.ttft_sent for p in parts if p.ttft_sent is not None]
     if len(sent) == len(parts):  # every part is open loop
-        _latency(np.concatenate(sent), "ttft_sent", ok, out)
+        _latency(np.concatenate(sent), "ttft_sent", measured, out)
     itl_requests = int(sum(int((~np.isnan(p.itl_mean)).sum()) for p in parts))
     _latency(_cat(parts, "itl_tokens"), "itl", itl_requests, out)
     tpot = _cat(parts, "tpot")
     _latency(tpot, "tpot", int((~np.isnan(tpot)).sum()), out)
-    _latency(_cat(parts, "e2e"), "e2e", ok, out)
+    _latency(_cat(parts, "e2e"), "e2e", measured, out)
     answered = sum(p.counted - p.dropped for p in parts)  # dropped requests are ours, not the server's
     out["error_rate"] = _proportion(sum(p.errors for p in parts), answered, answered)
     out["incomplete_rate"] = _proportion(sum(p.incomplete for p in parts), answered, answered)

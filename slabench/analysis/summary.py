@@ -62,12 +62,15 @@ class RunSummary(_Model):
     excluded_warmup: int
     warmup_rule: str
     counted: int
+    stalled: int = 0  # counted requests in flight while the load generator was frozen: left out of the latencies
     duration_s: float | None
     error_counts: dict[str, int]
     metrics: dict[str, float | None]
     samples: dict[str, int]
     incomplete: list[str] = Field(default_factory=list)  # why this run cannot stand for its load (run_status.json)
     saturation: Saturation = Field(default_factory=Saturation)  # how starved the machine was: judged by the grader
+    measured_level: float | None = None  # the load it held (slabench.analysis.figures.load_held); None: not measured
+    records_sha256: str | None = None  # the records file this run's figures come from (None: written before minor 2)
 
 
 LevelUnit = Literal["users", "req/s"]
@@ -81,6 +84,10 @@ class LevelSummary(_Model):
     error_counts: dict[str, int]
     metrics: dict[str, Estimate]
     runs: list[RunSummary]
+    # The load its runs held, in level_unit (the weakest run's), and whether every run held the level over most of its
+    # window: a level not reached cannot PASS. None: not measured (records that name no user).
+    measured_level: float | None = None
+    level_reached: bool | None = None
 
 
 class SweepSummary(_Model):
@@ -92,6 +99,7 @@ class SweepSummary(_Model):
     sweep: dict[str, Any] | None = None
     method: dict[str, Any] = Field(default_factory=dict)
     slo: dict[str, float] | None = None
+    warmup_s: float | None = None  # the warm-up given at aggregation (None: each run's manifest's): to recompute it
     level_unit: LevelUnit = "users"  # what every level counts: concurrent users, or requests/s (open-loop rates)
     levels: list[LevelSummary]
     cliff: dict[str, Any]
@@ -123,9 +131,25 @@ class SweepSummary(_Model):
         ]
 
     @property
+    def not_reached(self) -> list[str]:
+        """One line per level whose runs did not hold it over most of their window."""
+        return [not_reached_line(self.label(lv.level), lv.measured_level, self.level_unit) for lv in self.levels
+                if lv.level_reached is False]  # fmt: skip
+
+    @property
     def saturation(self) -> list[tuple[str, Saturation]]:
         """Every run's saturation figures, for the grader to judge against its contract's policy."""
         return [(f"{self.label(lv.level)} run {r.repeat}", r.saturation) for lv in self.levels for r in lv.runs]
+
+
+def not_reached_line(label: str, measured: float | None, unit: LevelUnit) -> str:
+    held = (
+        f"{measured:g} users were active over at least half of its measured window (spawn rate × run time below the "
+        "level?)"
+        if unit == "users"
+        else f"{measured:.3g} req/s were sent"
+    )
+    return f"{label}: the load was not reached — {held}; its figures stand for a lighter load"
 
 
 def _finite(o: Any) -> Any:

@@ -87,10 +87,12 @@ RECORD = FileSchema(
     "slabench.request_record", 1, 4, "request record", kindless_before_minor=1
 )  # 2: stage_unit; 3: error_category bad_usage; 4: lost_events, stale_response
 RUN_STATUS = FileSchema(
-    "slabench.run_status", 1, 4, "run status (run_status.json)", kindless_before_minor=1
-)  # 2: saturation; 3: finished (false while the run goes on); 4: saturation.loop_*, cpu_wait_*
-SUMMARY = FileSchema("slabench.sweep_summary", 2, 1, "sweep summary (summary.json)")  # 2: typed; .1: level_unit
-# verdict minor 2: incomplete; 3: every cost line carries the whole estimate (typed: slabench.sla.verdict_file)
-VERDICT = FileSchema("slabench.verdict", 1, 3, "SLA verdict (verdict.json)", kindless_before_minor=1)
+    "slabench.run_status", 1, 5, "run status (run_status.json)", kindless_before_minor=1
+)  # 2: saturation; 3: finished (false while the run goes on); 4: saturation.loop_*, cpu_wait_*; 5: saturated, stalls
+# summary 2: typed; .1: level_unit; .2: records_sha256 per run, warmup_s, the measured level
+SUMMARY = FileSchema("slabench.sweep_summary", 2, 2, "sweep summary (summary.json)")
+# verdict minor 2: incomplete; 3: every cost line carries the whole estimate (typed: slabench.sla.verdict_file);
+# 4: records_sha256 (the records it was computed from), the graded level's measured load
+VERDICT = FileSchema("slabench.verdict", 1, 4, "SLA verdict (verdict.json)", kindless_before_minor=1)
 SWEEP = FileSchema("slabench.sweep", 1, 0, "sweep record (sweep.json)")
 SWEEP_RUN = FileSchema("slabench.sweep_run", 1, 1, "run manifest (manifest.json)")  # 1: prefix_cache

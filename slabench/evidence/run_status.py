@@ -52,7 +52,20 @@ class Saturation(_Model):
     loop_where: str = ""  # a worker's id, or "" for the local runner
 
 
-LOOP_LATE_FLOOR_S = 0.25  # less event-loop lateness than this in all is a hiccup, however short the run
+class Stall(_Model):
+    """A stretch in which one load-generator process was frozen (`slabench.evidence.starvation`): the requests it had
+    in flight then are left out of the latency figures (their latencies measure the freeze), and counted."""
+
+    worker: str  # the records' worker_id ("local" for a local runner)
+    start: float  # that process's time.perf_counter clock, the clock of its records' `sent` and `end`
+    end: float
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+LOOP_LATE_FLOOR_S = 0.25  # less lateness than this in all (a loop's, the simulator's) is a hiccup, in any run
 
 
 class MeasurementPolicy(BaseModel):
@@ -84,7 +97,8 @@ class MeasurementPolicy(BaseModel):
         default=0.05,
         ge=0,
         description="the embedded simulator's lateness, in all, as a share of the run's time: its late engine steps, "
-        "and its event loop's late wake-ups while no request was in flight",
+        "and its event loop's late wake-ups while no request was in flight (judged once they come to more than "
+        "0.25 s)",
     )
 
 
@@ -110,7 +124,7 @@ def saturation_reasons(s: Saturation, policy: MeasurementPolicy) -> list[str]:
             f"the load generator's event loop{where} ran late {s.loop_late_s:.2f} s in all over {s.loop_span_s:.0f} s, "
             f"up to {s.loop_late_max_s * 1e3:.0f} ms at once{cause}"
         )
-    if s.sim_span_s > 0 and s.sim_late_s > policy.max_simulator_late_share * s.sim_span_s:
+    if s.sim_span_s > 0 and s.sim_late_s > max(policy.max_simulator_late_share * s.sim_span_s, LOOP_LATE_FLOOR_S):
         out.append(
             f"the simulator ran {s.sim_late_s:.2f} s late in all over {s.sim_span_s:.1f} s "
             f"({s.sim_late_steps} late engine steps: its CPU was starved)"
@@ -138,6 +152,9 @@ class RunStatus(BaseModel):
     lost_workers: dict[str, Any] | list[str] = Field(default_factory=list)  # id → when, and what was in flight
     workers_without_final_batch: list[str] = Field(default_factory=list)
     saturation: Saturation = Field(default_factory=Saturation)
+    # The default measurement policy's judgement of `saturation` at the run's end (exit 4); a contract judges anew.
+    saturated: list[str] = Field(default_factory=list)
+    stalls: list[Stall] = Field(default_factory=list)  # where a load-generator process was frozen (minor 5)
     provenance: dict[str, Any] | None = (
         None  # what served the run (slabench.evidence.provenance), when it could be found
     )
@@ -191,6 +208,12 @@ def read_run_status(directory: Path) -> RunStatus | None:
     except ValidationError as e:
         err = e.errors()[0]
         raise UserError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+
+
+def run_stalls(directory: Path) -> list[Stall]:
+    """The stalls of the run in `directory` (none when it left no status)."""
+    status = read_run_status(directory)
+    return list(status.stalls) if status is not None else []
 
 
 def simulator_figures(scrapes: list[dict[str, Any]]) -> dict[str, float]:

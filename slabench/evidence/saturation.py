@@ -55,5 +55,5 @@ class SaturationWatch:
             open_loop_sends=self.open_loop,
             late_bound_s=self.late_bound_s,
             loop_where=where,
-            **s.as_dict(),
+            **{k: v for k, v in s.as_dict().items() if k != "stalls"},  # stalls: run_status.json's own list
         )

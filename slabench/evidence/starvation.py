@@ -9,7 +9,10 @@ and its users idled between requests the server could have served (docs/sla.md).
 `StarvationMeter` keeps a greenlet that asks to wake every 50 ms and adds up how late it woke (wake-ups more than
 5 ms late): the loop's lateness, whatever its cause. Where Linux says (`/proc/self/schedstat`: time the main thread,
 which runs the loop, was ready to run but waited for a CPU), the wait for a CPU is kept beside it, naming the cause.
-Cost: 20 wake-ups a second.
+A wake-up more than `STALL_S` late is a stall: the process was frozen (a CPU-throttled pod, SIGSTOP, a swap storm)
+and every request it had in flight then waited with it, so its window is kept (`stalls`, in the process's
+`time.perf_counter` clock, the clock of its records' `sent` and `end`) for the analysis to leave those requests out of
+the latency figures. Cost: 20 wake-ups a second.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import gevent
 SCHEDSTAT = Path("/proc/self/schedstat")
 TICK_S = 0.05
 LATE_S = 0.005  # a wake-up this much later than asked is late
+STALL_S = 0.25  # ... and this much later, a stall: what was in flight waited with the process
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class Starvation:
     loop_span_s: float  # named as run_status.json's saturation fields, which take these as they are
     cpu_wait_s: float = 0.0
     cpu_wait_runs: int = 0  # times it got a CPU
+    stalls: tuple[tuple[float, float], ...] = ()  # (from, to) of each wake-up more than STALL_S late (perf_counter)
 
     @property
     def late_share(self) -> float:
@@ -65,6 +70,7 @@ class StarvationMeter:
 
     def start(self) -> None:
         self._late = self._max = 0.0
+        self._stalls: list[tuple[float, float]] = []
         self._t0 = time.monotonic()
         self._cpu0 = read_schedstat(self.schedstat)
         self._frozen: Starvation | None = None
@@ -84,10 +90,13 @@ class StarvationMeter:
             t = clock()
             counts = only_while is None or only_while()
             gevent.sleep(TICK_S)
-            late = clock() - t - TICK_S
+            woke = clock()
+            late = woke - t - TICK_S
             if late > LATE_S and counts:
                 self._late += late
                 self._max = max(self._max, late)
+                if late > STALL_S:
+                    self._stalls.append((t + TICK_S, woke))
 
     def read(self) -> Starvation:
         """Since `start()`, up to `freeze()` if the run has stopped."""
@@ -96,4 +105,4 @@ class StarvationMeter:
     def _now(self) -> Starvation:
         cpu, cpu0 = read_schedstat(self.schedstat), self._cpu0
         waited, runs = (0.0, 0) if cpu is None or cpu0 is None else ((cpu[0] - cpu0[0]) / 1e9, cpu[1] - cpu0[1])
-        return Starvation(self._late, self._max, time.monotonic() - self._t0, waited, runs)
+        return Starvation(self._late, self._max, time.monotonic() - self._t0, waited, runs, tuple(self._stalls))

@@ -56,6 +56,7 @@ from slabench.evidence.accounting import incomplete_reasons, reconcile, server_r
 from slabench.evidence.run_status import (
     MeasurementPolicy,
     RunStatus,
+    Stall,
     saturation_reasons,
     simulator_figures,
     write_run_status,
@@ -433,11 +434,19 @@ class RecordHub:
         accounting = self.status.accounting or {}
         if accounting.get("server_received") is not None:
             log.info("slabench: server: %s", accounting["note"])
-        # Saturation is shown here and judged by the contract when grading (--sla: no PASS, exit 4); on its own it does
-        # not change the exit code. What the run lacks (lost workers, requests not sent, nothing answered) does.
-        for reason in saturation_reasons(self.status.saturation, MeasurementPolicy()):
+        # What the run lacks (lost workers, requests not sent, nothing answered) and a saturated load generator (by
+        # the default policy; with --sla the contract's judges instead) each make it incomplete: exit 4.
+        if self.status.stalls:
+            worst = max(self.status.stalls, key=lambda st: st.seconds)
+            log.warning(
+                "slabench: the load generator was frozen %d time(s), %.2f s in all (up to %.2f s, %s): the requests "
+                "in flight then are left out of the latency figures",
+                len(self.status.stalls), sum(st.seconds for st in self.status.stalls), worst.seconds, worst.worker,
+            )  # fmt: skip
+        for reason in self.status.saturated:
             log.warning("slabench: measurement incomplete: %s", reason)
-        reasons = [r for r in self.status.reasons() if not (self.stop_reason and self.stop_reason in r)]
+        own = [r for r in self.status.reasons() if not (self.stop_reason and self.stop_reason in r)]
+        reasons = [*own, *self.status.saturated]
         if reasons:
             log.error("slabench: the run is incomplete (exit %d): %s", ExitCode.INCOMPLETE, "; ".join(reasons))
             if self.env.process_exit_code in (None, 0, 1, 2):
@@ -470,14 +479,19 @@ class RecordHub:
             "accounting": reconcile(tally, server_received(scrapes)),
         }
         reasons = incomplete_reasons(tally, facts)
+        saturation = self.saturation.snapshot(intake.starvation if intake else None).model_copy(
+            update=simulator_figures(scrapes)
+        )
+        saturated = saturation_reasons(saturation, MeasurementPolicy())
+        starvation = intake.starvation if intake else {self.worker_id: self.saturation.starvation.read()}
         status = RunStatus(
             **facts,
             incomplete_reasons=reasons,
-            degraded=bool(reasons),
+            degraded=bool(reasons or saturated),
             stopped=self.stop_reason,
-            saturation=self.saturation.snapshot(intake.starvation if intake else None).model_copy(
-                update=simulator_figures(scrapes)
-            ),
+            saturation=saturation,
+            saturated=saturated,
+            stalls=[Stall(worker=w, start=a, end=b) for w, s in starvation.items() for a, b in s.stalls],
             provenance=self._provenance_value(),
         )
         write_run_status(directory, status)

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from slabench.analysis.summary import Estimate, SweepSummary
+from slabench.analysis.summary import Estimate, LevelUnit, SweepSummary, not_reached_line
 from slabench.core.errors import UserError
 from slabench.core.record import StageUnit
 
@@ -69,6 +69,15 @@ class LevelEstimates:
     duration_s: float | None = None
     error_counts: Mapping[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    measured_load: float | None = None  # the load the runs held, in the level's unit (None: not measured)
+    reached: bool | None = None  # False: not held over most of the window — the level cannot PASS
+
+    def not_reached(self) -> str | None:
+        """One line when the level was not reached (None otherwise)."""
+        if self.reached is not False:
+            return None
+        unit: LevelUnit = "req/s" if self.level.rate_rps is not None else "users"
+        return not_reached_line(self.level.label, self.measured_load, unit)
 
     def get(self, key: str) -> Estimate | None:
         est = self.metrics.get(key)
@@ -76,6 +85,13 @@ class LevelEstimates:
 
     def quality_tasks(self) -> set[str]:
         return {k.split(".")[1] for k in self.metrics if k.startswith("quality.") and k.count(".") >= 2}
+
+
+def stalled_note(level: Level, stalled: int) -> str:
+    return (
+        f"{level.label}: {stalled} request(s) were in flight while the load generator was frozen (run_status.json's "
+        "stalls); their latencies measure the freeze and are left out of every latency figure"
+    )
 
 
 def with_metrics(level: LevelEstimates, extra: Mapping[str, Estimate]) -> LevelEstimates:
@@ -89,9 +105,16 @@ def levels_from_summary(summary: SweepSummary) -> list[LevelEstimates]:
     def level(value: int | float) -> Level:
         return Level(rate_rps=float(value)) if summary.level_unit == "req/s" else Level(concurrency=int(value))
 
-    out = [
-        LevelEstimates(level(lv.level), dict(lv.metrics), lv.duration_s, dict(lv.error_counts)) for lv in summary.levels
-    ]
+    out = []
+    for lv in summary.levels:
+        at = level(lv.level)
+        stalled = sum(r.stalled for r in lv.runs)
+        notes = (stalled_note(at, stalled),) if stalled else ()
+        out.append(
+            LevelEstimates(
+                at, dict(lv.metrics), lv.duration_s, dict(lv.error_counts), notes, lv.measured_level, lv.level_reached
+            )
+        )
     if not out:
         raise UserError(f"{summary.source}: the summary has no levels; nothing to grade")
     return out

@@ -194,7 +194,10 @@ def grade_level(
     full = with_metrics(level, {k: c.estimate for k, c in costs.items() if c.estimate is not None})
     specs = contract.checks() if specs is None else specs
     checks = tuple(evaluate(s, full.get(s.metric), level.level.label, contract.min_repeats) for s in specs)
-    return LevelVerdict(full, worst(c.status for c in checks), checks, costs)
+    status = worst(c.status for c in checks)
+    if level.reached is False and status is Status.PASS:  # its figures stand for a lighter load
+        status = Status.CONDITIONAL
+    return LevelVerdict(full, status, checks, costs)
 
 
 UNMEASURED = Estimate(mean=None, n=0, interval="none: not measured")  # a cost line whose rate was not measured
@@ -217,6 +220,8 @@ class Verdict:
     levels: list[tuple[str, Status]]  # every tested level's own verdict against the same checks
     notes: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)  # why the evidence is incomplete: exit 4 whatever the status
+    records_sha256: dict[str, str] = field(default_factory=dict)  # the records files graded, by content hash
+    measured_load: float | None = None  # the load the graded level held, in its unit (users or req/s)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -242,6 +247,7 @@ class Verdict:
             "source": self.source,
             "load": self.load,
             "graded_level": self.graded_level,
+            "measured_load": self.measured_load,
             "single_run": self.single_run,
             "checks": [{**asdict(c), "status": str(c.status)} for c in self.checks],
             "deployment": {
@@ -260,6 +266,7 @@ class Verdict:
             "capacity": self.capacity.to_dict(),
             "levels": [{"level": label, "verdict": str(s)} for label, s in self.levels],
             "notes": list(self.notes),
+            "records_sha256": dict(self.records_sha256),
         }
         out: dict[str, Any] = clean(d)  # the same keys, infinities made null
         return out
@@ -294,8 +301,13 @@ def grade(
     match = [v for v in verdicts if contract.load.matches(v.level.level)]
     if not match and len(verdicts) == 1 and verdicts[0].level.level.unstaged:
         # One run whose records say nothing of its load: take it as the contract's load, and say so.
-        assumed = dataclasses.replace(verdicts[0].level, level=contract.load.as_level())
-        verdicts = [dataclasses.replace(verdicts[0], level=assumed)]
+        as_level = contract.load.as_level()
+        measured = verdicts[0].level.measured_load
+        reached = (
+            measured >= as_level.concurrency if measured is not None and as_level.concurrency is not None else None
+        )  # the users the run held against the contract's (a plain run's measured load is in users)
+        assumed = dataclasses.replace(verdicts[0].level, level=as_level, reached=reached)
+        verdicts = [grade_level(contract, replica, assumed, specs)]
         match = verdicts
         notes.append(
             f"the records carry no stage (load level); the run was graded as {contract.load.label}, the contract's "
@@ -312,6 +324,8 @@ def grade(
         checks = _no_level_checks(specs, contract.load.label, [v.level.level.label for v in verdicts])
         cost = []
     status = worst(c.status for c in checks)
+    short = chosen.level.not_reached() if chosen is not None else None
+    incomplete = [*incomplete, short] if short else list(incomplete)
     notes.extend(incomplete)
     if incomplete and status is Status.PASS:
         status = Status.CONDITIONAL
@@ -319,8 +333,11 @@ def grade(
     single = chosen is not None and not any(e.n >= 2 for e in chosen.level.metrics.values())
     counts = {s: sum(c.status is s for c in checks) for s in Status}
     dep = contract.deployment
+    measured = chosen.level.measured_load if chosen is not None else None
+    unit = "req/s" if chosen is not None and chosen.level.level.rate_rps is not None else "users"
+    held = f" (measured {measured:.3g} {unit})" if measured is not None else ""
     summary = (
-        f"{status}: {contract.name} at {contract.load.label} on {dep.replicas} × {replica.instance_type}"
+        f"{status}: {contract.name} at {contract.load.label}{held} on {dep.replicas} × {replica.instance_type}"
         f" — {len(checks)} checks: {counts[Status.PASS]} PASS, {counts[Status.CONDITIONAL]} CONDITIONAL, "
         f"{counts[Status.FAIL]} FAIL"
     )
@@ -338,6 +355,7 @@ def grade(
         source=source,
         load=contract.load.label,
         graded_level=chosen.level.level.label if chosen else None,
+        measured_load=measured,
         status=status,
         single_run=single,
         summary=summary,

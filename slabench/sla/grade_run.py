@@ -15,12 +15,13 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from slabench.analysis.aggregate import aggregate, sweep_runs
-from slabench.analysis.columns import read_table
-from slabench.analysis.summary import SweepSummary, load_summary
+from slabench.analysis.aggregate import aggregate
+from slabench.analysis.columns import read_table, records_sha256
+from slabench.analysis.recheck import recheck
+from slabench.analysis.summary import SweepSummary
 from slabench.core.errors import ExitCode, UserError
 from slabench.evidence.provenance import instance_type_warning
-from slabench.evidence.run_status import Saturation, run_evidence, saturation_reasons
+from slabench.evidence.run_status import Saturation, run_evidence, run_stalls, saturation_reasons
 from slabench.sla.contract import LoadedContract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
 from slabench.sla.grade import EXIT_CODES, Verdict, grade
@@ -38,6 +39,7 @@ class RunInput:
     single_run: bool
     incomplete: tuple[str, ...] = ()  # why the run cannot stand for its load (no PASS, exit 4)
     saturation: tuple[tuple[str, Saturation], ...] = ()  # per run: how starved the machine was (the contract judges)
+    records_sha256: tuple[tuple[str, str], ...] = ()  # (records file, its sha256): what the figures come from
 
 
 def _is_records(p: Path) -> bool:
@@ -55,9 +57,10 @@ def read_single_run(path: Path, unstaged_level: Level | None = None, merge_runs:
             f"{path}: holds {len(run_ids)} runs ({shown}); a verdict is about one run — grade each run's own records, "
             "or grade them as one with --merge-runs (locust: --sla-merge-runs)"
         )
-    levels = levels_from_table(table, unstaged_level)
+    levels = levels_from_table(table, unstaged_level, run_stalls(path.parent))
     incomplete, saturation = run_evidence(path.parent)
-    return RunInput(str(path), levels, True, tuple(incomplete), (("the run", saturation),))
+    sha = records_sha256(path)
+    return RunInput(str(path), levels, True, tuple(incomplete), (("the run", saturation),), ((str(path), sha),))
 
 
 def read_run(run_dir: str | Path, unstaged_level: Level | None = None, merge_runs: bool = False) -> RunInput:
@@ -66,41 +69,20 @@ def read_run(run_dir: str | Path, unstaged_level: Level | None = None, merge_run
         raise UserError(f"{p}: no such run directory")
     if _is_records(p) and not (p / "summary.json").exists():
         return read_single_run(p, unstaged_level, merge_runs)
-    if (p / "summary.json").is_file():
-        summary = load_summary(p / "summary.json")
-        _refuse_stale_summary(p / "summary.json", summary)
-        source = str(p / "summary.json")
-    else:
-        for name in RECORD_NAMES:
-            if (p / name).exists():
-                return read_single_run(p / name, unstaged_level, merge_runs)
-        summary = aggregate(p)
-        source = f"{p} (aggregated)"
-    return _summary_input(source, summary)
-
-
-def _refuse_stale_summary(path: Path, summary: SweepSummary) -> None:
-    """A summary whose runs are not the finished runs on disk beside it (a repeat run again — each attempt has its
-    own run id —, a run added or removed after it was aggregated) no longer describes the sweep: grading it would judge
-    measurements that are not those on disk. Runs are told apart by their manifests' run ids (read alone, no
-    records), so a copied or downloaded sweep still grades."""
-    try:
-        on_disk = {s.run_id for s in sweep_runs(path.parent, None, [])}  # the runs the aggregator would count
-    except UserError:
-        return  # a run without its manifest: aggregating says so
-    summarised = {r.run_id for lv in summary.levels for r in lv.runs}
-    if not on_disk or None in on_disk | summarised or on_disk == summarised:
-        return  # a summary alone (of a records file), or runs written before run ids: nothing to compare
-    changed = sorted(on_disk ^ summarised, key=str)
-    raise UserError(
-        f"{path}: its runs are not the finished runs beside it (run {changed[0]} is in one and not the other) — the "
-        f"sweep changed after it was aggregated; run `slabench aggregate {path.parent}` again (with the options you "
-        "used), then grade"
-    )
+    if (p / "summary.json").is_file():  # a cache of the records: checked against them, graded from them
+        return _summary_input(str(p / "summary.json"), recheck(p / "summary.json"))
+    for name in RECORD_NAMES:
+        if (p / name).exists():
+            return read_single_run(p / name, unstaged_level, merge_runs)
+    return _summary_input(f"{p} (aggregated)", aggregate(p))
 
 
 def _summary_input(source: str, summary: SweepSummary) -> RunInput:
-    return RunInput(source, levels_from_summary(summary), False, tuple(summary.incomplete), tuple(summary.saturation))
+    hashes = {r.path: r.records_sha256 for lv in summary.levels for r in lv.runs if r.records_sha256 is not None}
+    return RunInput(
+        source, levels_from_summary(summary), False, tuple(summary.incomplete), tuple(summary.saturation),
+        tuple(hashes.items()),
+    )  # fmt: skip
 
 
 def grade_summary(loaded: LoadedContract, summary: SweepSummary, source: str) -> Verdict:
@@ -112,10 +94,11 @@ def grade_input(loaded: LoadedContract, run: RunInput) -> Verdict:
     loaded.check_tasks_ran(run.levels)
     policy = loaded.contract.measurement
     saturated = [f"{where}: {why}" for where, s in run.saturation for why in saturation_reasons(s, policy)]
-    return grade(
+    verdict = grade(
         loaded.contract, loaded.replica, run.levels, source=run.source, sla_file=str(loaded.path),
         incomplete=[*run.incomplete, *saturated],
     )  # fmt: skip
+    return replace(verdict, records_sha256=dict(run.records_sha256))
 
 
 def grade_run_dir(

@@ -70,6 +70,7 @@ class VerdictFile(_File):
     source: str
     load: str  # the contract's load
     graded_level: str | None  # the tested level that stood for it (None: not tested)
+    measured_load: float | None = None  # the load it held, in its unit: users active over half its window, or req/s
     single_run: bool
     checks: list[CheckResult]
     deployment: DeploymentFile  # type: ignore[valid-type]  # built at import time by create_model
@@ -77,6 +78,7 @@ class VerdictFile(_File):
     capacity: CapacityFile  # type: ignore[valid-type]
     levels: list[LevelVerdictFile]  # every tested level's own verdict against the same checks
     notes: list[str]
+    records_sha256: dict[str, str] = {}  # records file → sha256: the evidence the verdict was computed from (minor 4)
 
 
 def verdict_document(verdict: Verdict) -> dict[str, Any]:

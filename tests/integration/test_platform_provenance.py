@@ -197,13 +197,19 @@ def test_sweep_json_and_run_status_record_what_served_the_run(simulator, tmp_pat
 
 
 def _graded_run(tmp_path: Path, instance_type: str | None) -> Path:
+    """A small sweep (4 users, two repeats) aggregated into its summary.json, served by `instance_type`."""
+    from slabench.analysis.aggregate import aggregate, summary_json
+    from slabench.core.schema import SWEEP
+    from tests.analysis_helpers import rec, write_run
+
     run = tmp_path / "run"
-    run.mkdir()
-    src = ROOT / "docs" / "example-report" / "summary.json"
-    (run / "summary.json").write_text(src.read_text())
+    for repeat in (1, 2):
+        write_run(run, 4, repeat, [rec(0.5 * i, ttft=0.1) for i in range(40)])
     if instance_type:
         nodes = [{"pod": "vllm-serving-a", "node": "n1", "instance_type": instance_type}]
-        (run / "sweep.json").write_text(json.dumps({"provenance": {"server": {}, "nodes": nodes, "errors": []}}))
+        sweep = {**SWEEP.stamp(), "provenance": {"server": {}, "nodes": nodes, "errors": []}}
+        (run / "sweep.json").write_text(json.dumps(sweep))
+    (run / "summary.json").write_text(summary_json(aggregate(run)))
     return run
 
 

@@ -93,6 +93,9 @@ def test_jsonl_and_parquet_read_the_same(tmp_path):
     a, b = read_table(tmp_path / "r.jsonl"), read_table(tmp_path / "r.parquet")
     assert a.to_pylist() == b.to_pylist()
     assert a.num_rows == 5
+    for path in (tmp_path / "none.jsonl", tmp_path / "none.parquet"):  # a run that made no request
+        open_sink(path).close()
+        assert read_table(path).num_rows == 0
 
 
 @pytest.mark.parametrize("name", ["r.jsonl", "r.parquet", "cut.jsonl"])

@@ -2,6 +2,7 @@
 over a single run's records and over a sweep's summary.json."""
 
 import json
+import math
 
 import pytest
 
@@ -86,42 +87,40 @@ def test_missing_run_dir_and_unknown_instance_type(slabench, tmp_path, run_dir, 
     assert slabench(["grade", str(empty), "--sla", sla]) == 3
 
 
-def summary_dir(tmp_path, name, ttft_mean, thr_mean):
+def sweep_dir(tmp_path, name, ttfts, spacings):
+    """A sweep at 4 users, one repeat per (TTFT, spacing): 40 requests each, all with that TTFT, one every
+    `spacing` seconds; aggregated into its summary.json."""
+    from tests.analysis_helpers import rec, write_run
+
     d = tmp_path / name
-    d.mkdir()
-    lv = {
-        "level": 4, "n_runs": 3, "requests": 600, "duration_s": 30.0, "error_counts": {}, "runs": [],
-        "metrics": {
-            "ttft_p95": {"mean": ttft_mean, "std": 0.01, "n": 3, "ci95_low": ttft_mean - 0.02,
-                         "ci95_high": ttft_mean + 0.02, "samples": 600},
-            "throughput_rps": {"mean": thr_mean, "std": 0.1, "n": 3, "ci95_low": thr_mean - 0.2,
-                               "ci95_high": thr_mean + 0.2, "samples": 600},
-            "output_tokens_per_s": {"mean": thr_mean * 100, "n": 3, "ci95_low": thr_mean * 90,
-                                    "ci95_high": thr_mean * 110, "samples": 600},
-        },
-    }  # fmt: skip
-    doc = {"kind": "slabench.sweep_summary", "schema_version": 2, "source": name, "cliff": {}, "levels": [lv]}
-    (d / "summary.json").write_text(json.dumps(doc))
+    for repeat, (ttft, gap) in enumerate(zip(ttfts, spacings, strict=True), 1):
+        write_run(d, 4, repeat, [rec(gap * i, ttft=ttft, run_id=f"{name}{repeat}") for i in range(40)])
     return d
 
 
 def test_sweeps_on_several_instance_types_side_by_side(slabench, tmp_path, capsys):
-    g5 = summary_dir(tmp_path, "g5", 0.15, 2.0)
-    g6e = summary_dir(tmp_path, "g6e", 0.19, 4.0)
+    g5 = sweep_dir(tmp_path, "g5", (0.14, 0.15, 0.16), (0.5, 0.48, 0.52))
+    g6e = sweep_dir(tmp_path, "g6e", (0.18, 0.19, 0.20), (0.25, 0.24, 0.26))
+    for d in (g5, g6e):
+        assert slabench(["aggregate", str(d)]) == 0
     sla = contract(tmp_path, "  ttft_p95_s: {max: 0.2}\n", "capacity: {target_load_rps: 103}\n")
+    capsys.readouterr()
     code = slabench(["grade", str(g5), str(g6e), "--sla", sla, "--instance-type", "g5.xlarge",
                      "--instance-type", "g6e.xlarge"])  # fmt: skip
     out = capsys.readouterr().out
-    assert code == 1  # g6e's CI (0.17–0.21 s) crosses 0.2 s: the worst of PASS and CONDITIONAL
+    assert code == 1  # g6e's CI (0.165–0.215 s) crosses 0.2 s: the worst of PASS and CONDITIONAL
     assert "capacity per instance type graded" in out
     v5 = json.loads((g5 / "verdict.json").read_text())
     v6 = json.loads((g6e / "verdict.json").read_text())
     assert (v5["verdict"], v6["verdict"]) == ("PASS", "CONDITIONAL")
     assert v5["single_run"] is False and "95% CI upper bound" in v5["checks"][0]["reason"]
-    # g5: CI lower bound 1.8 req/s per replica → ⌈103 / 1.8⌉ = 58 replicas × $1.006/h
-    assert v5["capacity"]["replicas_needed"] == 58
-    assert v5["capacity"]["usd_per_hour"] == pytest.approx(58 * 1.006)
+    # g5: ⌈103 / the CI lower bound of its throughput per replica⌉ replicas × $1.006/h
+    per_replica = v5["capacity"]["per_replica_rps"]
+    assert per_replica < 2.1 and v5["capacity"]["replicas_needed"] == math.ceil(103 / per_replica)
+    assert v5["capacity"]["usd_per_hour"] == pytest.approx(v5["capacity"]["replicas_needed"] * 1.006)
     assert v6["capacity"]["highest_passing"] is None
+    # The verdict names the records it was computed from, by content hash.
+    assert sorted(v5["records_sha256"]) == [str(g5 / "4" / str(r) / "records.jsonl") for r in (1, 2, 3)]
 
 
 def test_json_output(slabench, tmp_path, run_dir, capsys):
@@ -195,3 +194,133 @@ def test_a_summary_older_than_its_sweep_is_refused_and_a_copied_sweep_grades(sla
     assert slabench(["grade", str(sweep), "--sla", sla, "--no-write"]) == 3
     err = capsys.readouterr().err
     assert "its runs are not the finished runs beside it" in err and "slabench aggregate" in err
+
+
+def test_a_summary_is_checked_against_its_records(slabench, tmp_path, capsys):
+    """summary.json is a cache: a figure edited by hand, a records file changed after aggregation, or a summary too old
+    to carry the hashes of its records are each refused with one line (exit 3) saying to aggregate again."""
+    g = sweep_dir(tmp_path, "s", (0.3, 0.31), (0.5, 0.5))
+    assert slabench(["aggregate", str(g)]) == 0
+    sla = contract(tmp_path, "  ttft_p95_s: {max: 0.2}\n")
+    assert slabench(["grade", str(g), "--sla", sla, "--no-write"]) == 2  # the records say FAIL
+    summary = g / "summary.json"
+    original = summary.read_text()
+    doc = json.loads(original)
+    doc["levels"][0]["metrics"]["ttft_p95"].update(mean=0.1, ci95_low=0.09, ci95_high=0.11)  # a FAIL made a PASS
+    summary.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert slabench(["grade", str(g), "--sla", sla, "--no-write"]) == 3
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "levels[0].metrics.ttft_p95.mean is 0.1, the records give 0.30" in line
+    assert f"slabench aggregate {g}" in line and "edited" in line
+    summary.write_text(original)
+    records = g / "4" / "2" / "records.jsonl"
+    records.write_text(records.read_text().replace('"completion_tokens": 3', '"completion_tokens": 4'))
+    assert slabench(["grade", str(g), "--sla", sla, "--no-write"]) == 3
+    err = capsys.readouterr().err
+    assert f"{records} changed since it was aggregated (sha256" in err and "slabench aggregate" in err
+    doc = json.loads(original)
+    doc["schema_minor"] = 1
+    summary.write_text(json.dumps(doc))
+    assert slabench(["grade", str(g), "--sla", sla, "--no-write"]) == 3
+    assert "summary minor 1) without the sha256 of its records" in capsys.readouterr().err
+
+
+def test_requests_in_flight_during_a_freeze_leave_the_latency_figures(slabench, tmp_path):
+    """run_status.json's stalls: requests the load generator held through a freeze are counted, and no latency figure
+    (nor goodput) uses them; the verdict says how many."""
+    d = tmp_path / "frozen"
+    sink = open_sink(d / "records.jsonl")
+    held = [record(i, sent=0.5 * i, ttft=3.1, worker_id="w1") for i in (40, 41)]  # the freeze is in their TTFT
+    sink.write([record(i, sent=0.5 * i, worker_id="w1") for i in range(40)] + held)
+    sink.close()
+    sla = contract(tmp_path, "  ttft_p99_s: {max: 1}\n")
+    assert slabench(["grade", str(d), "--sla", sla]) == 2  # without the stall known: a FAIL on the freeze
+    stall = {"worker": "w1", "start": 20.6, "end": 23.6}
+    status = {"kind": "slabench.run_status", "schema_version": 1, "schema_minor": 5, "run_id": "r", "records": 42,
+              "incomplete_reasons": [], "stalls": [stall]}  # fmt: skip
+    (d / "run_status.json").write_text(json.dumps(status))
+    assert slabench(["grade", str(d), "--sla", sla]) == 1  # 40 measured requests: few samples for a p99
+    v = json.loads((d / "verdict.json").read_text())
+    assert v["checks"][0]["observed"] == pytest.approx(0.1)
+    assert any("2 request(s) were in flight while the load generator was frozen" in n for n in v["notes"])
+    other = {**stall, "worker": "w2"}  # another process's freeze held none of w1's requests
+    (d / "run_status.json").write_text(json.dumps({**status, "stalls": [other]}))
+    assert slabench(["grade", str(d), "--sla", sla]) == 2
+
+
+def _users_run(tmp_path, name, spans, level=4, **kw):
+    """A sweep tree with one run at `level` users: user u sends back-to-back 0.2 s requests over spans[u] seconds."""
+    from tests.analysis_helpers import rec, write_run
+
+    records = []
+    for u, (start, stop) in enumerate(spans):
+        t = start
+        while t + 0.2 <= stop:
+            records.append(rec(t, ttft=0.1, gaps=(0.05, 0.05), user_id=f"w/{u}", run_id=name, **kw))
+            t += 0.2
+    write_run(tmp_path / name, level, 1, records)
+    return tmp_path / name
+
+
+def test_a_level_never_reached_cannot_pass(slabench, tmp_path, capsys):
+    """Four users configured, two spawned for most of the window (a spawn rate too low for the run's time): graded at
+    its level, the run would speak for a load it never carried — CONDITIONAL at best, exit 4, the measured load
+    beside the configured one."""
+    sla = contract(tmp_path, "  ttft_p95_s: {max: 0.5}\n")
+    full = _users_run(tmp_path, "full", [(0, 20)] * 4)
+    assert slabench(["grade", str(full), "--sla", sla]) == 0
+    v = json.loads((full / "verdict.json").read_text())
+    assert v["measured_load"] == 4 and v["verdict"] == "PASS"
+    assert v["summary"].startswith("PASS: c at concurrency 4 (measured 4 users) on 1 × g5.xlarge")
+    late = _users_run(tmp_path, "late", [(0, 20), (0, 20), (14, 20), (16, 20)])  # users 3 and 4 came late
+    capsys.readouterr()
+    assert slabench(["aggregate", str(late)]) == 0
+    assert "4 users: the load was not reached — 2 users were active" in capsys.readouterr().out
+    summary = json.loads((late / "summary.json").read_text())
+    assert (summary["levels"][0]["measured_level"], summary["levels"][0]["level_reached"]) == (2, False)
+    assert slabench(["grade", str(late), "--sla", sla]) == 4
+    v = json.loads((late / "verdict.json").read_text())
+    assert v["checks"][0]["status"] == "PASS" and v["verdict"] == "CONDITIONAL" and v["measured_load"] == 2
+    assert any("concurrency 4: the load was not reached — 2 users" in r for r in v["incomplete"])
+    assert v["levels"] == [{"level": "concurrency 4", "verdict": "CONDITIONAL"}]  # capacity cannot count it either
+
+
+def test_an_open_loop_rate_never_reached_cannot_pass(slabench, tmp_path):
+    """10 req/s configured, 5 req/s sent: graded at 10 req/s only as incomplete, the achieved rate beside it."""
+    from slabench.core.record import StageUnit
+    from tests.analysis_helpers import rec
+
+    sla = str(write(tmp_path, "name: c\nload: {request_rate_rps: 10}\ndeployment: {instance_type: g5.xlarge}\n"
+                    "targets:\n  ttft_p95_s: {max: 0.5}\n"))  # fmt: skip
+    for name, every in (("kept", 0.1), ("halved", 0.2)):
+        d = tmp_path / name
+        sink = open_sink(d / "records.jsonl")
+        sink.write([
+            rec(i * every, ttft=0.1, scheduled=i * every, stage_level=10_000, stage_unit=StageUnit.MILLI_RPS,
+                user_id="w/1")
+            for i in range(200)
+        ])  # fmt: skip
+        sink.close()
+    assert slabench(["grade", str(tmp_path / "kept"), "--sla", sla]) == 0
+    kept = json.loads((tmp_path / "kept" / "verdict.json").read_text())
+    assert kept["measured_load"] == pytest.approx(10) and kept["measurement"] == "complete"
+    assert slabench(["grade", str(tmp_path / "halved"), "--sla", sla]) == 4
+    v = json.loads((tmp_path / "halved" / "verdict.json").read_text())
+    assert v["measured_load"] == pytest.approx(5)
+    assert any("10 req/s: the load was not reached — 5 req/s were sent" in r for r in v["incomplete"])
+
+
+def test_a_summary_written_elsewhere_is_checked_against_the_records_it_names(slabench, tmp_path, capsys):
+    g = sweep_dir(tmp_path, "s", (0.1, 0.11), (0.5, 0.5))
+    out = tmp_path / "report"
+    assert slabench(["aggregate", str(g), "--out", str(out)]) == 0
+    sla = contract(tmp_path, "  ttft_p95_s: {max: 0.2}\n")
+    assert slabench(["grade", str(out), "--sla", sla, "--no-write"]) == 0  # from the records it names (`source`)
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "summary.json").write_text((out / "summary.json").read_text().replace(str(g), str(tmp_path / "gone")))
+    capsys.readouterr()
+    assert slabench(["grade", str(alone), "--sla", sla, "--no-write"]) == 3  # no records: no verdict
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "a summary is a cache of its records, and they cannot be read again" in line

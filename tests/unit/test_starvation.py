@@ -7,7 +7,7 @@ import gevent
 import gevent.monkey
 import pytest
 
-from slabench.evidence.starvation import LATE_S, Starvation, StarvationMeter, read_schedstat
+from slabench.evidence.starvation import LATE_S, STALL_S, Starvation, StarvationMeter, read_schedstat
 
 
 def test_a_loop_held_by_a_busy_greenlet_is_measured_late(tmp_path: Path):
@@ -18,10 +18,15 @@ def test_a_loop_held_by_a_busy_greenlet_is_measured_late(tmp_path: Path):
     quiet = meter.read()
     assert quiet.loop_late_max_s < 0.2 and quiet.loop_span_s >= 0.1
     hold = gevent.monkey.get_original("time", "sleep")  # not gevent's, even where time is patched
-    hold(0.3)  # holds the loop: the ticker's next wake-up is ~0.25 s late
+    clock = gevent.monkey.get_original("time", "perf_counter")
+    t0 = clock()
+    hold(0.6)  # holds the loop: the ticker's next wake-up is ~0.55 s late, a stall
+    t1 = clock()
     gevent.sleep(0.1)
     held = meter.read()
-    assert held.loop_late_max_s >= 0.2 and held.loop_late_s >= held.loop_late_max_s
+    assert held.loop_late_max_s >= 0.5 and held.loop_late_s >= held.loop_late_max_s
+    (stall,) = [(a, b) for a, b in held.stalls if b - a > STALL_S]  # its window, in the records' clock
+    assert t0 - 0.06 <= stall[0] < t1 and t1 <= stall[1] < t1 + 0.2
     assert held.cpu_wait_runs == 0  # no scheduler statistics here: not measured
     meter.freeze()  # the load stopped: what the stop costs is not the run's
     frozen = meter.read()
@@ -45,7 +50,8 @@ def test_schedstat_is_read_as_time_waited_and_times_run(tmp_path: Path):
 
 
 def test_the_figures_travel_as_a_dict():
-    s = Starvation(loop_late_s=0.5, loop_late_max_s=0.2, loop_span_s=10.0, cpu_wait_s=1.0, cpu_wait_runs=100)
+    s = Starvation(loop_late_s=0.5, loop_late_max_s=0.2, loop_span_s=10.0, cpu_wait_s=1.0, cpu_wait_runs=100,
+                   stalls=((1.0, 1.3),))  # fmt: skip
     assert Starvation(**s.as_dict()) == s and s.late_share == pytest.approx(0.05)
     assert Starvation(0.0, 0.0, 0.0).late_share == 0.0 and LATE_S < 0.05
 
