@@ -70,7 +70,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--serving-role-arn", help="IAM role (IRSA) allowed to read the weights")
     model.add_argument("--serving-values", action="append", type=Path, default=[], help="values file (repeatable)")
     run = p.add_argument_group("run")
-    run.add_argument("--kind", choices=["burst", "sweep"], default="burst", help="one Locust run, or slabench sweep")
+    run.add_argument(
+        "--kind",
+        choices=["burst", "users", "sweep"],
+        default="burst",
+        help="burst: the seed's 20,000-request queue replayed open loop by the workers (default); users: closed-loop "
+        "users (--users/--spawn-rate/--run-time); sweep: slabench sweep (--sweep)",
+    )
     run.add_argument(
         "--target",
         choices=["service", "alb"],
@@ -79,9 +85,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--sla", type=Path, help="SLA contract (sla.yaml) the run is graded against")
     run.add_argument("--sweep", type=Path, help="sweep config (sweep.yaml), for --kind sweep")
-    run.add_argument("--users", type=int, help="Locust users (-u)")
-    run.add_argument("--spawn-rate", type=float, help="Locust spawn rate (-r)")
-    run.add_argument("--run-time", help="Locust run time (-t), e.g. 195s")
+    run.add_argument("--users", type=int, help="--kind users: Locust users (-u)")
+    run.add_argument("--spawn-rate", type=float, help="--kind users: Locust spawn rate (-r)")
+    run.add_argument("--run-time", help="--kind users: Locust run time (-t), e.g. 195s")
+    run.add_argument(
+        "--burst-time-scale",
+        type=float,
+        help="--kind burst: replay every n-th item n times faster (same request rate, 1/n of the time; a smoke run)",
+    )
     run.add_argument("--workers", type=int, help="Locust worker pods")
     run.add_argument("--api-key-secret", help="Secret (key api-key) holding the endpoint's API key")
     run.add_argument("--locust-role-arn", help="IAM role (IRSA) allowed to write the results")
@@ -129,6 +140,7 @@ def plan_from_args(args: argparse.Namespace) -> DeployPlan:
         spawn_rate=args.spawn_rate,
         run_time=args.run_time,
         workers=args.workers,
+        burst_time_scale=args.burst_time_scale,
         api_key_secret=args.api_key_secret,
         serving_role_arn=args.serving_role_arn,
         locust_role_arn=args.locust_role_arn,

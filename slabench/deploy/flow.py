@@ -169,6 +169,7 @@ def run(plan: DeployPlan, helm: Any, kube: Kube, fetch: Fetch | None, log: TextI
             dest = plan.results_dir / plan.run_id
             files = fetch(plan.run_results, dest)
             print(f"deploy: fetched {len(files)} result files from {plan.run_results}/ into {dest}", file=log)
+            _print_verdict(dest, log)
         print(f"deploy: verdict exit code {code}", file=log)
         return code
     finally:
@@ -196,6 +197,22 @@ def _check_readiness_gates(pods: list[dict], log: TextIO) -> None:
             f"label {READINESS_GATE_LABEL}=enabled and that the AWS Load Balancer Controller's pod webhook runs"
         )
     print(f"deploy: ALB readiness gates on {len(pods)}/{len(pods)} serving pods", file=log)
+
+
+def _print_verdict(dest: Path, log: TextIO) -> None:
+    """The graded verdict's one-line summary, from the run's verdict.json (a sweep's lies in its own directory)."""
+    import json
+
+    found = sorted(dest.rglob("verdict.json"), key=lambda p: (len(p.parts), str(p)))
+    if not found:
+        print(f"deploy: no verdict.json among the results in {dest}", file=log)
+        return
+    try:
+        summary = json.loads(found[0].read_text(encoding="utf-8"))["summary"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"deploy: {found[0]}: unreadable verdict ({type(e).__name__})", file=log)
+        return
+    print(f"deploy: verdict: {summary} ({found[0]})", file=log)
 
 
 def _verdict(plan: DeployPlan, kube: Kube, job: str, log: TextIO) -> int:

@@ -17,6 +17,10 @@ from slabench.weights.s3 import S3Url, parse_s3_url
 
 SERVING_CHART = "vllm-serving"
 LOCUST_CHART = "locust"
+# --kind burst: the seed's open-loop queue (the dataset's 20,000 requests at their offsets), replayed by this shape.
+BURST_SHAPE = "shapes/burst.py"
+# The chart's headless kind for each run kind: one Locust run (open or closed loop), or `slabench sweep`.
+CHART_KIND = {"burst": "burst", "users": "burst", "sweep": "sweep"}
 # DNS-1123 label: release names and namespaces.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
@@ -31,7 +35,7 @@ class DeployPlan:
     locust_release: str
     charts_dir: Path
     run_id: str
-    kind: str  # burst | sweep
+    kind: str  # burst (the open-loop queue) | users (closed loop, -u/-r/-t) | sweep
     target: str = "service"  # service: the vLLM Service in the cluster; alb: through the load balancer
     serving_values_files: tuple[Path, ...] = ()
     locust_values_files: tuple[Path, ...] = ()
@@ -46,6 +50,7 @@ class DeployPlan:
     spawn_rate: float | None = None
     run_time: str | None = None
     workers: int | None = None
+    burst_time_scale: float | None = None  # --kind burst: replay this many times faster (every n-th item)
     api_key_secret: str | None = None
     serving_role_arn: str | None = None
     locust_role_arn: str | None = None
@@ -111,6 +116,17 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
     for f in (plan.sla, plan.sweep):
         if f is not None:
             read_text(f)
+    closed_loop = {"--users": plan.users, "--spawn-rate": plan.spawn_rate, "--run-time": plan.run_time}
+    given = [flag for flag, value in closed_loop.items() if value is not None]
+    if plan.kind != "users" and given:
+        raise UserError(
+            f"{given[0]}: --kind {plan.kind} sets its own load (the burst replays the queue open loop, a sweep its "
+            "levels) — use --kind users for a closed-loop run of -u/-r/-t"
+        )
+    if plan.kind != "burst" and plan.burst_time_scale is not None:
+        raise UserError("--burst-time-scale: only for --kind burst (the open-loop queue replay)")
+    if plan.burst_time_scale is not None and not plan.burst_time_scale > 0:
+        raise UserError("--burst-time-scale: must be greater than 0 (e.g. 10: every 10th item, 10× faster)")
     if plan.kind == "sweep" and plan.sweep is None:
         raise UserError("--sweep: a sweep run needs the sweep config file (--kind sweep --sweep sweep.yaml)")
     if plan.sla is None and not _values_mention(plan.locust_values_files, "config"):
@@ -236,13 +252,15 @@ def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str |
     _put(v, "aws.region", plan.region)
     _put(v, "apiKey.secretName", plan.api_key_secret)
     _put(v, "serviceAccount.roleArn", plan.locust_role_arn)
-    _put(v, "headless.kind", plan.kind)
+    _put(v, "headless.kind", CHART_KIND[plan.kind])
+    # burst: the seed's queue, open loop, split across the workers; the shape ends the run once it has drained.
+    _put(v, "shape", BURST_SHAPE if plan.kind == "burst" else "")
     _put(v, "headless.users", plan.users)
     _put(v, "headless.spawnRate", plan.spawn_rate)
     _put(v, "headless.runTime", plan.run_time)
     _put(v, "workers.replicas", plan.workers)
     # One run id for the records, the S3 prefix and the report (a sweep names its directory with it).
-    _put(v, "headless.extraArgs", ["--run-id" if plan.kind == "burst" else "--sweep-id", plan.run_id])
+    _put(v, "headless.extraArgs", run_args(plan))
     if plan.sla:
         _put(v, "config.sla", read_text(plan.sla))
     if plan.sweep:
@@ -252,13 +270,25 @@ def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str |
     return v
 
 
+def run_args(plan: DeployPlan) -> list[str]:
+    """The master's own flags for this run: its id, and the burst's time scale."""
+    args = ["--sweep-id" if plan.kind == "sweep" else "--run-id", plan.run_id]
+    if plan.burst_time_scale is not None:
+        args += ["--burst-time-scale", f"{plan.burst_time_scale:g}"]
+    return args
+
+
 def serving_values(plan: DeployPlan) -> dict:
     return merge_values(load_values_files(plan.serving_values_files), serving_overrides(plan))
 
 
 def locust_values(plan: DeployPlan, target_host: str, serving_selector: str | None = None) -> dict:
     overrides = locust_overrides(plan, target_host, serving_selector)
-    return merge_values(load_values_files(plan.locust_values_files), overrides)
+    files = load_values_files(plan.locust_values_files)
+    # The run's own flags come after the values files' headless.extraArgs instead of replacing them.
+    given = (files.get("headless") or {}).get("extraArgs") or []
+    overrides["headless"]["extraArgs"] = [*given, *overrides["headless"]["extraArgs"]]
+    return merge_values(files, overrides)
 
 
 def parse_results_url(text: str | None) -> S3Url | None:

@@ -166,6 +166,10 @@ class Cluster:
             timeout=120,
         )
         self.job_runs.append(proc)
+        self.finish_master(ns, name, spec, master, proc)
+
+    def finish_master(self, ns: str, name: str, spec: dict, master: dict, proc: subprocess.CompletedProcess) -> None:
+        """The Job controller's part once the master container exited: its pod, its log, the Job's condition."""
         pod = f"{name}-x7k2p"
         self.kube.logs[(ns, pod)] = f"locust: graded run (stand-in)\n{proc.stderr}"
         self.kube.put({
@@ -439,7 +443,8 @@ def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_b
     argv = [sys.executable, "-m", "slabench.deploy.cli", "--dry-run", "--helm", helm_bin_path, "--namespace", NS,
             "--model", "org/model", "--revision", "abc123", "--served-model-name", "grader", "--weights-s3",
             "s3://slabench-models/models", "--results-s3", "s3://slabench-results/ci", "--run-id", "run-9",
-            "--region", "eu-west-1", "--serving-values", str(serving_values), "--users", "32", "--workers", "2",
+            "--region", "eu-west-1", "--serving-values", str(serving_values), "--kind", "users", "--users", "32",
+            "--workers", "2",
             "--sla", str(sla)]  # fmt: skip
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stderr

@@ -278,6 +278,30 @@ def test_headless_burst_is_a_job_with_the_exact_ci_command_line():
     assert mounts["/config"]["readOnly"] is True
 
 
+def test_a_shape_is_loaded_by_master_and_workers_and_replaces_users_rate_and_run_time():
+    """The seed's burst in the cluster: `shape` adds shapes/burst.py to -f everywhere (the workers run its open-loop
+    dispatcher), and the headless master passes no -u/-r/-t — the queue decides the load and when the run ends."""
+    docs = render(LOCUST, "mode=headless", SLA, "shape=shapes/burst.py", "workers.replicas=8",
+                  "headless.extraArgs={--burst-kind,gamma}")  # fmt: skip
+    master = container(one(docs, "Job", "t-locust-master"), "master")
+    worker = container(one(docs, "Job", "t-locust-workers"), "worker")
+    assert master["args"] == [
+        "locust", "-f", "locustfiles/qa_grading.py,shapes/burst.py", "--master", "--expect-workers", "8",
+        "--headless", "--expect-workers-max-wait", "600", "--host", "http://vllm-serving:8000",
+        "--records", "/results/records.jsonl", "--sla", "/config/sla.yaml", "--burst-kind", "gamma",
+    ]  # fmt: skip
+    assert worker["args"][:3] == ["locust", "-f", "locustfiles/qa_grading.py,shapes/burst.py"]
+
+
+def test_several_locustfiles_are_accepted_but_a_shape_among_them_is_named_for_what_it_is():
+    ok = helm_template(LOCUST, set_values=(r"locustfile=locustfiles/qa_grading.py\,locustfiles/chat_replay.py",))
+    assert ok.returncode == 0, ok.stderr
+    assert "locustfiles/qa_grading.py,locustfiles/chat_replay.py" in ok.stdout
+    bad = helm_template(LOCUST, set_values=(r"locustfile=locustfiles/qa_grading.py\,shapes/burst.py",))
+    assert bad.returncode != 0
+    assert "names a load shape: set shape=shapes/<name>.py instead" in bad.stderr
+
+
 def test_headless_sweep_runs_slabench_sweep_without_workers():
     docs = render(LOCUST, values_files=(LOCUST / "ci" / "headless-sweep-values.yaml",))
     master = container(one(docs, "Job"), "master")

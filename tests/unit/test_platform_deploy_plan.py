@@ -12,7 +12,7 @@ import yaml
 from slabench.core.errors import UserError
 from slabench.deploy import cli
 from slabench.deploy.kube import exit_code_of, job_state_of, rollout_of
-from slabench.deploy.plan import locust_overrides, merge_values, serving_overrides
+from slabench.deploy.plan import locust_overrides, locust_values, merge_values, serving_overrides
 from slabench.deploy.results import local_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,15 +94,43 @@ def test_unset_flags_leave_chart_defaults_alone(sla):
 
 
 def test_flags_map_to_a_headless_locust_run(sla):
-    p = plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--run-id", "r7", "--users", "64",
+    p = plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--run-id", "r7", "--kind", "users", "--users", "64",
              "--spawn-rate", "8", "--run-time", "195s", "--workers", "6")  # fmt: skip
     v = locust_overrides(p, "http://svc.ns.svc:8000")
     assert v["mode"] == "headless" and v["targetHost"] == "http://svc.ns.svc:8000"
     assert v["headless"] == {"kind": "burst", "users": 64, "spawnRate": 8.0, "runTime": "195s",
                              "extraArgs": ["--run-id", "r7"]}  # fmt: skip
+    assert v["shape"] == ""  # closed loop: the users, no shape
     assert v["workers"] == {"replicas": 6}
     assert v["config"] == {"sla": SLA}
     assert v["results"] == {"s3Uri": "s3://res-bkt/ci/r7/"}
+
+
+def test_the_default_burst_replays_the_queue_with_the_shape(sla, tmp_path):
+    """--kind burst is the seed's open-loop queue (the burst shape), not closed-loop users; a values file's own
+    headless.extraArgs are kept before the run's flags."""
+    values = tmp_path / "locust.yaml"
+    values.write_text("headless:\n  extraArgs: [--burst-stride, '50']\n")
+    p = plan("--sla", str(sla), "--dry-run", "--run-id", "r8", "--burst-time-scale", "10", "--locust-values",
+             str(values))  # fmt: skip
+    v = locust_values(p, "http://svc:8000")
+    assert v["shape"] == "shapes/burst.py" and v["headless"]["kind"] == "burst"
+    assert "users" not in v["headless"]
+    assert v["headless"]["extraArgs"] == ["--burst-stride", "50", "--run-id", "r8", "--burst-time-scale", "10"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--users", "8"), "--users: --kind burst sets its own load"),
+        (("--kind", "sweep", "--run-time", "1m"), "--run-time: --kind sweep sets its own load"),
+        (("--kind", "users", "--burst-time-scale", "10"), "--burst-time-scale: only for --kind burst"),
+        (("--burst-time-scale", "0"), "--burst-time-scale: must be greater than 0"),
+    ],
+)
+def test_load_flags_must_fit_the_kind(sla, sweep, argv, message):
+    with pytest.raises(UserError, match=message):
+        plan("--sla", str(sla), "--sweep", str(sweep), "--dry-run", *argv)
 
 
 def test_sweep_needs_its_config(sla, sweep):
@@ -169,7 +197,7 @@ def test_dry_run_command_exits_3_with_one_line_and_renders_nothing(tmp_path, cap
         (("--run-id", "../x"), "--run-id"),
         (("--charts-dir", "/nonexistent"), "--charts-dir: /nonexistent/vllm-serving is not a chart"),
         (("--weights-s3", "https://x"), "--weights-s3: 'https://x' is not an s3:// URL"),
-        (("--users", "0"), "--users: must be at least 1"),
+        (("--kind", "users", "--users", "0"), "--users: must be at least 1"),
     ],
 )
 def test_bad_flags_name_the_flag(sla, argv, message):

@@ -49,11 +49,17 @@ app.kubernetes.io/part-of: slabench
 {{- if or (eq .Values.mode "web") (eq .Values.headless.kind "burst") }}true{{ end }}
 {{- end }}
 
+{{/* What -f loads: the locustfile(s), then the shape file if one is set. Workers load it too: the shape's
+     options and its open-loop dispatcher live in that module. */}}
+{{- define "locust.files" -}}
+{{- if .Values.shape }}{{ printf "%s,%s" .Values.locustfile .Values.shape }}{{ else }}{{ .Values.locustfile }}{{ end }}
+{{- end }}
+
 {{/* Flags both the master and the workers need. */}}
 {{- define "locust.commonArgs" -}}
 - locust
 - -f
-- {{ .Values.locustfile }}
+- {{ include "locust.files" . }}
 {{- if .Values.apiKey.secretName }}
 - --api-key-env
 - {{ .Values.apiKey.envVar }}
@@ -87,12 +93,15 @@ app.kubernetes.io/part-of: slabench
 - --headless
 - --expect-workers-max-wait
 - {{ .Values.headless.expectWorkersMaxWaitSeconds | quote }}
+{{- /* A shape drives users, rate and the end of the run itself (an open-loop queue ends when it has drained). */}}
+{{- if not .Values.shape }}
 - -u
 - {{ .Values.headless.users | quote }}
 - -r
 - {{ .Values.headless.spawnRate | quote }}
 - -t
 - {{ .Values.headless.runTime | quote }}
+{{- end }}
 {{- end }}
 - --host
 - {{ .Values.targetHost }}
