@@ -62,6 +62,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     where.add_argument(
         "--helm", default=os.environ.get("HELM_BIN", "helm"), help="helm binary (default $HELM_BIN or helm)"
     )
+    where.add_argument(
+        "--suite-image",
+        default=os.environ.get("SUITE_IMAGE") or None,
+        help="the suite image you pushed (REPO:TAG or REPO@sha256:...), run by the Locust and weight-cache pods "
+        "(default $SUITE_IMAGE; required unless --dry-run)",
+    )
     model = p.add_argument_group("model")
     model.add_argument("--model", help="MODEL as published to the weight cache (e.g. org/name)")
     model.add_argument("--revision", help="REVISION as published (a commit sha)")
@@ -141,6 +147,7 @@ def plan_from_args(args: argparse.Namespace) -> DeployPlan:
         run_time=args.run_time,
         workers=args.workers,
         burst_time_scale=args.burst_time_scale,
+        suite_image=args.suite_image,
         api_key_secret=args.api_key_secret,
         serving_role_arn=args.serving_role_arn,
         locust_role_arn=args.locust_role_arn,

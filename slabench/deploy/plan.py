@@ -25,6 +25,11 @@ CHART_KIND = {"burst": "burst", "users": "burst", "sweep": "sweep"}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+# REGISTRY[:PORT]/REPO:TAG or REGISTRY[:PORT]/REPO@sha256:<64 hex>
+_IMAGE = re.compile(
+    r"^(?P<repo>[a-z0-9][a-z0-9._:/-]*?)(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127})|@(?P<digest>sha256:[a-f0-9]{64}))$"
+)
+SUITE_IMAGE_ENV = "SUITE_IMAGE"
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class DeployPlan:
     run_time: str | None = None
     workers: int | None = None
     burst_time_scale: float | None = None  # --kind burst: replay this many times faster (every n-th item)
+    suite_image: str | None = None  # the suite image you pushed: the Locust pods and the weight-cache init containers
     api_key_secret: str | None = None
     serving_role_arn: str | None = None
     locust_role_arn: str | None = None
@@ -131,10 +137,27 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
         raise UserError("--sweep: a sweep run needs the sweep config file (--kind sweep --sweep sweep.yaml)")
     if plan.sla is None and not _values_mention(plan.locust_values_files, "config"):
         raise UserError("--sla: the run is graded against an SLA contract — pass --sla sla.yaml")
+    if plan.suite_image is not None:
+        parse_image(plan.suite_image)
+    elif not dry_run:
+        raise UserError(
+            f"--suite-image: set {SUITE_IMAGE_ENV} (or --suite-image) to the suite image you pushed, e.g. "
+            "<account>.dkr.ecr.<region>.amazonaws.com/slabench/suite:0.1.0 — the Locust and weight-cache pods run it"
+        )
     if not dry_run and plan.results is None:
         raise UserError("--results-s3: give s3://BUCKET/PREFIX/ so the Job's records and report can be fetched")
     check_run_configs(plan)
     return plan
+
+
+def parse_image(ref: str) -> dict[str, str]:
+    """'REPO:TAG' or 'REPO@sha256:...' → the charts' image values (repository, and tag or digest)."""
+    m = _IMAGE.match(ref)
+    if not m:
+        raise UserError(f"--suite-image: {ref!r} is not REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:<64 hex>")
+    if m["digest"]:
+        return {"repository": m["repo"], "digest": m["digest"]}
+    return {"repository": m["repo"], "tag": m["tag"], "digest": ""}
 
 
 def _one_line(e: UserError) -> UserError:
@@ -241,6 +264,8 @@ def serving_overrides(plan: DeployPlan) -> dict:
         _put(v, "weightCache.prefix", plan.weights.prefix)
     _put(v, "serviceAccount.roleArn", plan.serving_role_arn)
     _put(v, "apiKey.secretName", plan.api_key_secret)
+    if plan.suite_image:
+        _put(v, "weightCache.image", parse_image(plan.suite_image))
     return v
 
 
@@ -259,6 +284,8 @@ def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str |
     _put(v, "headless.spawnRate", plan.spawn_rate)
     _put(v, "headless.runTime", plan.run_time)
     _put(v, "workers.replicas", plan.workers)
+    if plan.suite_image:
+        _put(v, "image", parse_image(plan.suite_image))
     # One run id for the records, the S3 prefix and the report (a sweep names its directory with it).
     _put(v, "headless.extraArgs", run_args(plan))
     if plan.sla:

@@ -28,6 +28,7 @@ from tests.platform_fake_kube import Call, FakeKube
 from tests.platform_helpers import LOCUST, ROOT, SERVING, get_helm, helm_template, slabench_results_shim
 
 NS = "slabench"
+SUITE_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/slabench/suite:0.1.0"
 RESULTS_BUCKET = "slabench-results"
 
 
@@ -235,7 +236,8 @@ def deploy_argv(kube: FakeKube, s3: MotoServer, tmp_path: Path, *extra: str, hel
             str(kubeconfig), "--namespace", NS, "--model", "org/model", "--revision", "abc123",
             "--weights-s3", "s3://slabench-models/models", "--results-s3", f"s3://{RESULTS_BUCKET}/ci",
             "--run-id", "run-1", "--results-dir", str(tmp_path / "runs"), "--api-key-secret", "slabench-api-key",
-            "--poll-interval", "0.05", "--s3-endpoint-url", s3.url, *(["--sla", str(sla)] if sla else []),
+            "--poll-interval", "0.05", "--s3-endpoint-url", s3.url, "--suite-image", SUITE_IMAGE,
+            *(["--sla", str(sla)] if sla else []),
             *extra]  # fmt: skip
 
 
@@ -334,6 +336,9 @@ def test_deploy_runs_the_whole_sequence_and_cleans_up(kube, s3, tmp_path, sla, d
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
     assert args[args.index("--run-id") + 1] == "run-1"
     dep_body = calls[dep_write].body
+    # One suite image, the one pushed: the Locust pods and the serving pods' weight-cache init containers.
+    assert job_body["spec"]["template"]["spec"]["containers"][0]["image"] == SUITE_IMAGE
+    assert {c["image"] for c in dep_body["spec"]["template"]["spec"]["initContainers"]} == {SUITE_IMAGE}
     hydrate = dep_body["spec"]["template"]["spec"]["initContainers"][-1]["command"]
     assert hydrate[hydrate.index("--source") + 1] == "s3://slabench-models/models/org/model/abc123"
 
@@ -383,6 +388,16 @@ def test_a_namespace_whose_pod_security_would_reject_the_server_stops_before_any
         assert writes(kube.calls, "helm") == []
     # The user's namespace label is never changed by the deploy.
     assert kube.get("Namespace", None, NS)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == enforced
+
+
+def test_without_the_suite_image_nothing_starts(kube, s3, tmp_path, sla, deploy, monkeypatch):
+    """The charts' default image is a placeholder nobody publishes: a real run names the one pushed."""
+    monkeypatch.delenv("SUITE_IMAGE", raising=False)
+    argv = deploy_argv(kube, s3, tmp_path, sla=sla)
+    i = argv.index("--suite-image")
+    del argv[i : i + 2]
+    assert cli.main(argv) == 3
+    assert writes(kube.calls, "helm") == [] and not [c for c in kube.calls if c.client == "python"]
 
 
 def test_missing_api_key_secret_stops_before_any_install(kube, s3, tmp_path, sla, deploy):

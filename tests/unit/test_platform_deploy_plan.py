@@ -65,6 +65,28 @@ def plan(*argv: str):
     return cli.plan_from_args(parse(*argv))
 
 
+SUITE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/slabench/suite"
+
+
+@pytest.fixture(autouse=True)
+def suite_image(monkeypatch):
+    """As in docs/eks.md step 0: the suite image pushed, named once in the environment."""
+    monkeypatch.setenv("SUITE_IMAGE", f"{SUITE}:0.1.0")
+
+
+def test_one_suite_image_feeds_the_locust_pods_and_the_weight_cache(sla, monkeypatch):
+    p = plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci")
+    assert locust_overrides(p, "http://x:1")["image"] == {"repository": SUITE, "tag": "0.1.0", "digest": ""}
+    assert serving_overrides(p)["weightCache"]["image"] == {"repository": SUITE, "tag": "0.1.0", "digest": ""}
+    pinned = plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--suite-image", f"{SUITE}@sha256:{'0' * 64}")
+    assert serving_overrides(pinned)["weightCache"]["image"] == {"repository": SUITE, "digest": f"sha256:{'0' * 64}"}
+    with pytest.raises(UserError, match="--suite-image: 'suite' is not REGISTRY/REPO:TAG"):
+        plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--suite-image", "suite")
+    monkeypatch.delenv("SUITE_IMAGE")
+    with pytest.raises(UserError, match="--suite-image: set SUITE_IMAGE"):
+        plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci")
+
+
 def test_merge_values_follows_helm_maps_merge_lists_replace():
     base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
     over = {"a": {"c": [3]}, "e": {"f": 2}}
@@ -80,13 +102,18 @@ def test_flags_map_to_serving_values(sla):
         "autoscaling": {"enabled": False},
         "aws": {"region": "eu-west-1"},
         "model": {"name": "org/m", "revision": "abc", "servedName": "qa"},
-        "weightCache": {"bucket": "models-bkt", "prefix": "weights/v1"},
+        "weightCache": {
+            "bucket": "models-bkt",
+            "prefix": "weights/v1",
+            "image": {"repository": SUITE, "tag": "0.1.0", "digest": ""},
+        },
         "serviceAccount": {"roleArn": "arn:aws:iam::123456789012:role/r"},
         "apiKey": {"secretName": "k"},
     }
 
 
-def test_unset_flags_leave_chart_defaults_alone(sla):
+def test_unset_flags_leave_chart_defaults_alone(sla, monkeypatch):
+    monkeypatch.delenv("SUITE_IMAGE")
     assert serving_overrides(plan("--sla", str(sla), "--dry-run")) == {
         "autoscaling": {"enabled": False},
         "aws": {"region": "us-east-1"},
