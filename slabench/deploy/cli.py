@@ -100,6 +100,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="--kind burst: replay every n-th item n times faster (same request rate, 1/n of the time; a smoke run)",
     )
     run.add_argument("--workers", type=int, help="Locust worker pods")
+    run.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=None,
+        help="the model's folder (tokenizer.json, chat template): the context check counts in its tokens",
+    )
     run.add_argument("--api-key-secret", help="Secret (key api-key) holding the endpoint's API key")
     run.add_argument("--locust-role-arn", help="IAM role (IRSA) allowed to write the results")
     run.add_argument("--locust-values", action="append", type=Path, default=[], help="values file (repeatable)")
@@ -161,11 +167,27 @@ def plan_from_args(args: argparse.Namespace) -> DeployPlan:
     return check_plan(plan, dry_run=args.dry_run)
 
 
+def check_context(plan: DeployPlan, tokenizer: Path | None) -> None:
+    """Every request of the run fits the release's maxModelLen (chart defaults, values files, flags merged)."""
+    from slabench.core import yamlio
+    from slabench.deploy.context import check_plan_context
+    from slabench.deploy.plan import locust_values, merge_values, serving_values
+
+    def chart_defaults(chart: Path) -> dict:
+        data = yamlio.load_data(chart / "values.yaml")
+        return data if isinstance(data, dict) else {}
+
+    serving = merge_values(chart_defaults(plan.serving_chart), serving_values(plan))
+    locust = merge_values(chart_defaults(plan.locust_chart), locust_values(plan, "http://target.invalid"))
+    check_plan_context(plan, serving, locust, tokenizer, sys.stderr)
+
+
 def run_deploy(args: argparse.Namespace) -> int:
     from slabench.deploy import flow
     from slabench.deploy.helm import Helm
 
     plan = plan_from_args(args)
+    check_context(plan, args.tokenizer)
     helm = Helm(args.helm, kubeconfig=args.kubeconfig, kubecontext=args.context)
     if args.dry_run:
         sys.stdout.write(flow.render(plan, helm).text)

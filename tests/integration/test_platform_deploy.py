@@ -400,6 +400,15 @@ def test_without_the_suite_image_nothing_starts(kube, s3, tmp_path, sla, deploy,
     assert writes(kube.calls, "helm") == [] and not [c for c in kube.calls if c.client == "python"]
 
 
+def test_a_context_too_short_for_the_workload_stops_before_any_gpu_starts(kube, s3, tmp_path, sla, deploy):
+    Cluster(kube, s3, tmp_path)
+    (tmp_path / "serving.yaml").write_text("model: {maxModelLen: 8192}\n")
+    r = deploy(kube, tmp_path, "--serving-values", str(tmp_path / "serving.yaml"), sla=sla)
+    assert r.returncode == 3
+    assert "maxModelLen 8192 is shorter than the workload's longest request" in r.stderr
+    assert kube.calls == []  # not even the namespace was read
+
+
 def test_missing_api_key_secret_stops_before_any_install(kube, s3, tmp_path, sla, deploy):
     Cluster(kube, s3, tmp_path)
     kube.objects.clear()
