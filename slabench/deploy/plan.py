@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,8 @@ class DeployPlan:
     spawn_rate: float | None = None
     run_time: str | None = None
     workers: int | None = None
+    replicas: int | None = None  # the contract's deployment.replicas, set on the release
+    sweep_processes: int | None = None  # --kind sweep: the config's run.processes (load processes in the Job pod)
     burst_time_scale: float | None = None  # --kind burst: replay this many times faster (every n-th item)
     suite_image: str | None = None  # the suite image you pushed: the Locust pods and the weight-cache init containers
     api_key_secret: str | None = None
@@ -146,8 +148,8 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
         )
     if not dry_run and plan.results is None:
         raise UserError("--results-s3: give s3://BUCKET/PREFIX/ so the Job's records and report can be fetched")
-    check_run_configs(plan)
-    return plan
+    replicas, processes = check_run_configs(plan)
+    return replace(plan, replicas=replicas, sweep_processes=processes)
 
 
 def parse_image(ref: str) -> dict[str, str]:
@@ -165,9 +167,11 @@ def _one_line(e: UserError) -> UserError:
     return UserError(first + (f" (and {len(rest)} more problems)" if rest else ""))
 
 
-def check_run_configs(plan: DeployPlan) -> None:
+def check_run_configs(plan: DeployPlan) -> tuple[int | None, int | None]:
     """Load the SLA contract and the sweep config with the suite's own loaders — what the Job would do first, after a
-    GPU node came up — and check that the sweep tests the contract's load. One line naming file and field, exit 3."""
+    GPU node came up — and check that the sweep tests the contract's load and the serving values run the contract's
+    replicas. One line naming file and field, exit 3. Returns the contract's deployment.replicas and the sweep's
+    load processes."""
     import tempfile
 
     from slabench.sla.contract import load_contract
@@ -197,6 +201,29 @@ def check_run_configs(plan: DeployPlan) -> None:
             what = f"{load.concurrency} is" if load.concurrency is not None else f"{load.label} is not a concurrency,"
             err = contract.error(("load", "concurrency"), f"{what} not one of the sweep's levels {cfg.levels}")
             raise UserError(str(err).replace(str(sources["sla"][0]), sources["sla"][1])) from None
+    processes = cfg.run.processes if cfg is not None and plan.kind == "sweep" else None
+    if contract is None:
+        return None, processes
+    # The contract is graded and priced as deployment.replicas: the release runs exactly that many, or nothing runs.
+    want = contract.contract.deployment.replicas
+    given = load_values_files(plan.serving_values_files).get("replicaCount")
+    if given is not None and given != want:
+        named = _values_file_with_key(plan.serving_values_files, "replicaCount")
+        raise UserError(
+            f"--serving-values {named}: replicaCount {given} is not the contract's deployment.replicas {want} "
+            f"({sources['sla'][1]}) — the run would be graded and priced as {want}; make them agree"
+        )
+    return int(want), processes
+
+
+def _values_file_with_key(files: tuple[Path, ...], key: str) -> Path | None:
+    """The last values file that sets a top-level key."""
+    found = None
+    for f in files:
+        data = yamlio.load_data(f) or {}
+        if isinstance(data, dict) and key in data:
+            found = f
+    return found
 
 
 def _values_file_with(files: tuple[Path, ...], key: str) -> Path | None:
@@ -255,6 +282,7 @@ def serving_overrides(plan: DeployPlan) -> dict:
     """Chart values that the command-line flags set on the serving chart (flags win over values files)."""
     # A benchmark measures a fixed replica count (the contract's deployment.replicas): no autoscaler may change it.
     v: dict = {"autoscaling": {"enabled": False}}
+    _put(v, "replicaCount", plan.replicas)
     _put(v, "aws.region", plan.region)
     _put(v, "model.name", plan.model)
     _put(v, "model.revision", plan.revision)
@@ -286,6 +314,11 @@ def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str |
     _put(v, "workers.replicas", plan.workers)
     if plan.suite_image:
         _put(v, "image", parse_image(plan.suite_image))
+    if plan.sweep_processes:
+        # The sweep runs its load in the Job pod: a core for each locust process and one for the master and grading.
+        cores = plan.sweep_processes + 1
+        _put(v, "master.resources", {"requests": {"cpu": str(cores), "memory": f"{cores}Gi"},
+                                     "limits": {"memory": f"{2 * cores}Gi"}})  # fmt: skip
     # One run id for the records, the S3 prefix and the report (a sweep names its directory with it).
     _put(v, "headless.extraArgs", run_args(plan))
     if plan.sla:

@@ -462,7 +462,7 @@ def test_the_alb_target_sends_the_load_through_the_load_balancer(kube, s3, tmp_p
 def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_bin_path):
     serving_values = tmp_path / "serving.yaml"
     serving_values.write_text(
-        "replicaCount: 2\nmodel:\n  maxModelLen: 16384\n  extraArgs: [--enable-chunked-prefill]\n"
+        "replicaCount: 1\nmodel:\n  maxModelLen: 16384\n  extraArgs: [--enable-chunked-prefill]\n"
     )
     argv = [sys.executable, "-m", "slabench.deploy.cli", "--dry-run", "--helm", helm_bin_path, "--namespace", NS,
             "--model", "org/model", "--revision", "abc123", "--served-model-name", "grader", "--weights-s3",
@@ -476,7 +476,7 @@ def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_b
     # What the flags mean, written out independently as values files for plain `helm template`.
     serving_flags = tmp_path / "serving-flags.yaml"
     serving_flags.write_text(yaml.safe_dump({
-        "autoscaling": {"enabled": False},
+        "autoscaling": {"enabled": False}, "replicaCount": 1,
         "aws": {"region": "eu-west-1"},
         "model": {"name": "org/model", "revision": "abc123", "servedName": "grader"},
         "weightCache": {"bucket": "slabench-models", "prefix": "models"},

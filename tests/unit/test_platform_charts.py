@@ -71,6 +71,16 @@ def test_startup_readiness_and_liveness_probes_all_hit_health():
     assert vllm["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
 
 
+def test_a_saturated_server_is_neither_taken_out_nor_restarted():
+    """Under a sweep's top level /health answers late: the only replica stays in the Service for a minute of late
+    answers, and is restarted only after three (a restart is a cold start)."""
+    vllm = container(one(render(SERVING), "Deployment"), "vllm")
+    ready, live = vllm["readinessProbe"], vllm["livenessProbe"]
+    assert ready["timeoutSeconds"] >= 10 and live["timeoutSeconds"] >= 10
+    assert ready["periodSeconds"] * ready["failureThreshold"] >= 60
+    assert live["periodSeconds"] * live["failureThreshold"] >= 180
+
+
 def test_vllm_args_come_from_values_and_serve_the_host_cache_path(tmp_path):
     values = tmp_path / "v.yaml"
     values.write_text(

@@ -100,6 +100,7 @@ def test_flags_map_to_serving_values(sla):
              "--serving-role-arn", "arn:aws:iam::123456789012:role/r", "--dry-run")  # fmt: skip
     assert serving_overrides(p) == {
         "autoscaling": {"enabled": False},
+        "replicaCount": 1,  # the contract's deployment.replicas (default 1)
         "aws": {"region": "eu-west-1"},
         "model": {"name": "org/m", "revision": "abc", "servedName": "qa"},
         "weightCache": {
@@ -116,6 +117,7 @@ def test_unset_flags_leave_chart_defaults_alone(sla, monkeypatch):
     monkeypatch.delenv("SUITE_IMAGE")
     assert serving_overrides(plan("--sla", str(sla), "--dry-run")) == {
         "autoscaling": {"enabled": False},
+        "replicaCount": 1,  # the contract's deployment.replicas (default 1)
         "aws": {"region": "us-east-1"},
     }
 
@@ -131,6 +133,24 @@ def test_flags_map_to_a_headless_locust_run(sla):
     assert v["workers"] == {"replicas": 6}
     assert v["config"] == {"sla": SLA}
     assert v["results"] == {"s3Uri": "s3://res-bkt/ci/r7/"}
+
+
+def test_the_contracts_replicas_are_set_on_the_release_or_a_different_count_refused(tmp_path):
+    sla = tmp_path / "sla.yaml"
+    sla.write_text(
+        SLA.replace("deployment: {instance_type: g6e.xlarge}", "deployment: {instance_type: g6e.xlarge, replicas: 3}")
+    )
+    assert serving_overrides(plan("--sla", str(sla), "--dry-run"))["replicaCount"] == 3
+    same, other = tmp_path / "same.yaml", tmp_path / "other.yaml"
+    same.write_text("replicaCount: 3\n")
+    other.write_text("replicaCount: 2\n")
+    assert serving_overrides(plan("--sla", str(sla), "--dry-run", "--serving-values", str(same)))["replicaCount"] == 3
+    with pytest.raises(UserError) as e:
+        plan("--sla", str(sla), "--dry-run", "--serving-values", str(same), "--serving-values", str(other))
+    assert str(e.value) == (
+        f"--serving-values {other}: replicaCount 2 is not the contract's deployment.replicas 3 ({sla}) — the run "
+        "would be graded and priced as 3; make them agree"
+    )
 
 
 def test_the_default_burst_replays_the_queue_with_the_shape(sla, tmp_path):
@@ -158,6 +178,17 @@ def test_the_default_burst_replays_the_queue_with_the_shape(sla, tmp_path):
 def test_load_flags_must_fit_the_kind(sla, sweep, argv, message):
     with pytest.raises(UserError, match=message):
         plan("--sla", str(sla), "--sweep", str(sweep), "--dry-run", *argv)
+
+
+def test_the_sweeps_cpu_request_follows_its_load_processes(sla, sweep, tmp_path):
+    """A sweep sends its load from the Job pod: one core per locust process, plus the master's."""
+    one = locust_overrides(plan("--sla", str(sla), "--kind", "sweep", "--sweep", str(sweep), "--dry-run"), "http://x:1")
+    assert one["master"]["resources"]["requests"] == {"cpu": "2", "memory": "2Gi"}
+    four = tmp_path / "sweep4.yaml"
+    four.write_text(SWEEP.replace("run: {duration_s: 30}", "run: {duration_s: 30, processes: 4}"))
+    v = locust_overrides(plan("--sla", str(sla), "--kind", "sweep", "--sweep", str(four), "--dry-run"), "http://x:1")
+    assert v["master"]["resources"] == {"requests": {"cpu": "5", "memory": "5Gi"}, "limits": {"memory": "10Gi"}}
+    assert "master" not in locust_overrides(plan("--sla", str(sla), "--dry-run"), "http://x:1")  # burst: workers
 
 
 def test_sweep_needs_its_config(sla, sweep):
