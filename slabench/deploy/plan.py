@@ -320,6 +320,7 @@ def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str |
         _put(v, "master.resources", {"requests": {"cpu": str(cores), "memory": f"{cores}Gi"},
                                      "limits": {"memory": f"{2 * cores}Gi"}})  # fmt: skip
     # One run id for the records, the S3 prefix and the report (a sweep names its directory with it).
+    _put(v, "headless.runId", plan.run_id)
     _put(v, "headless.extraArgs", run_args(plan))
     if plan.sla:
         _put(v, "config.sla", read_text(plan.sla))
@@ -331,11 +332,8 @@ def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str |
 
 
 def run_args(plan: DeployPlan) -> list[str]:
-    """The master's own flags for this run: its id, and the burst's time scale."""
-    args = ["--sweep-id" if plan.kind == "sweep" else "--run-id", plan.run_id]
-    if plan.burst_time_scale is not None:
-        args += ["--burst-time-scale", f"{plan.burst_time_scale:g}"]
-    return args
+    """The master's own flags for this run: the burst's time scale."""
+    return ["--burst-time-scale", f"{plan.burst_time_scale:g}"] if plan.burst_time_scale is not None else []
 
 
 def serving_values(plan: DeployPlan) -> dict:

@@ -10,6 +10,7 @@ verdict. Scheduling, images, GPUs, the ALB and IRSA are not simulated.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from tests.platform_helpers import LOCUST, ROOT, SERVING, get_helm, helm_templat
 
 NS = "slabench"
 SUITE_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/slabench/suite:0.1.0"
+DIGEST = "sha256:" + "5" * 64
 RESULTS_BUCKET = "slabench-results"
 
 
@@ -115,7 +117,11 @@ class Cluster:
             spec = {**template["spec"], "readinessGates": self._gate_for(ns, labels)}
             pod_name = f"{name}-{obj['metadata']['generation']}-{i}"
             meta = {"name": pod_name, "namespace": ns, "labels": labels}
-            pod = kube.put({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+            # the kubelet reports the digest it pulled for each container
+            status = {"containerStatuses": [{"name": c["name"], "image": c["image"], "ready": True, "restartCount": 0,
+                                             "imageID": f"{c['image'].split(':')[0]}@{DIGEST}"}
+                                            for c in spec["containers"]]}  # fmt: skip
+            pod = kube.put({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status})
             self.pods_created.append(pod)
 
     def _deployment_progress(self, kube: FakeKube, obj: dict) -> None:
@@ -344,7 +350,12 @@ def test_deploy_runs_the_whole_sequence_and_cleans_up(kube, s3, tmp_path, sla, d
 
     # Results went Job → S3 (run-job.sh + slabench results upload) → the local run directory.
     local = tmp_path / "runs" / "run-1"
-    assert sorted(p.name for p in local.iterdir()) == ["exit-code", "records.jsonl"]
+    assert sorted(p.name for p in local.iterdir()) == ["exit-code", "images.json", "records.jsonl"]
+    # ...with the images that ran, by the digest the nodes pulled.
+    images = json.loads((local / "images.json").read_text())["images"]
+    vllm = next(i for i in images if i["container"] == "vllm")
+    assert vllm["image"] == "vllm/vllm-openai:v0.32.0-cu129" and vllm["image_id"] == f"vllm/vllm-openai@{DIGEST}"
+    assert {i["image"] for i in images if i["container"] == "master"} == {SUITE_IMAGE}
     assert (local / "exit-code").read_text() == "0\n"
 
 
@@ -486,7 +497,7 @@ def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_b
         "mode": "headless", "targetHost": f"http://vllm-serving.{NS}.svc:8000", "aws": {"region": "eu-west-1"},
         "provenance": {"servingSelector": "app.kubernetes.io/name=vllm-serving,app.kubernetes.io/instance=vllm-serving,"
                                           "app.kubernetes.io/component=server"},
-        "headless": {"kind": "burst", "users": 32, "extraArgs": ["--run-id", "run-9"]},
+        "headless": {"kind": "burst", "users": 32, "runId": "run-9"},
         "workers": {"replicas": 2}, "config": {"sla": sla.read_text()},
         "results": {"s3Uri": "s3://slabench-results/ci/run-9/"},
     }))  # fmt: skip

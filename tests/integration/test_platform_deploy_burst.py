@@ -143,7 +143,7 @@ def test_the_burst_replays_the_queue_across_workers_and_prints_the_verdict(kube,
     assert cluster.master_args[:3] == ["locust", "-f", "locustfiles/qa_grading.py,shapes/burst.py"]
     assert cluster.worker_args[:3] == cluster.master_args[:3]
     assert not {"-u", "-r", "-t"} & set(cluster.master_args)
-    assert cluster.master_args[-6:] == ["--burst-stride", str(STRIDE), "--run-id", "run-1", "--burst-time-scale",
+    assert cluster.master_args[-6:] == ["--run-id", "run-1", "--burst-stride", str(STRIDE), "--burst-time-scale",
                                         str(SCALE)]  # fmt: skip
 
     # The results came back under runs/<run-id>/ and hold every scheduled item exactly once, split across the workers.

@@ -325,6 +325,22 @@ def test_headless_sweep_runs_slabench_sweep_without_workers():
     assert not [d for d in docs if d["metadata"]["name"].endswith("-workers")]
 
 
+def test_a_sweeps_directory_is_the_root_of_its_results():
+    """Results land at <results.s3Uri> (and `slabench deploy` puts them in runs/<run-id>/) for a sweep as for a burst:
+    the sweep is named by the run id and its own directory is what gets uploaded, next to the exit code."""
+    docs = render(LOCUST, "headless.runId=r-5", values_files=(LOCUST / "ci" / "headless-sweep-values.yaml",))
+    master = container(one(docs, "Job"), "master")
+    assert master["args"][-2:] == ["--sweep-id", "r-5"]
+    assert master["args"][master["args"].index("--output-dir") + 1] == "/app/runs"
+    mounts = {m["mountPath"]: m for m in master["volumeMounts"]}
+    assert mounts["/app/runs"]["subPath"] == "runs" and mounts["/results"]["name"] == "results"
+    assert env_of(master)["RESULTS_DIR"] == "/results/runs/r-5"  # = /app/runs/r-5, the sweep's directory
+    burst = container(
+        one(render(LOCUST, "mode=headless", SLA, "headless.runId=r-6"), "Job", "t-locust-master"), "master"
+    )
+    assert burst["args"][-2:] == ["--run-id", "r-6"] and env_of(burst)["RESULTS_DIR"] == "/results"
+
+
 def test_headless_without_an_sla_fails_with_the_fix():
     proc = helm_template(LOCUST, set_values=("mode=headless",))
     assert proc.returncode != 0
@@ -470,3 +486,21 @@ def test_the_locust_web_ui_behind_an_alb_requires_a_login():
     assert ann["alb.ingress.kubernetes.io/auth-on-unauthenticated-request"] == "authenticate"
     assert json.loads(ann["alb.ingress.kubernetes.io/auth-idp-oidc"])["secretName"] == "locust-oidc-client"
     assert ann["alb.ingress.kubernetes.io/listen-ports"] == '[{"HTTPS": 443}]'
+
+
+@pytest.mark.parametrize("family", ["g5", "g6", "g7"])
+def test_each_whole_card_family_has_serving_values_that_land_on_its_pool_and_fit_the_workload(family):
+    """The 24 GB cards (g5 A10G, g6 L4) and g7's RTX PRO 4500 get their own values file: pinned to a pool that
+    launches that family, and a context that holds the workload's longest request (the chart once refused ~1 %)."""
+    from slabench.deploy.context import longest_request
+    from tests.platform_helpers import FLEET
+
+    dep = one(render(SERVING, values_files=(SERVING / "ci" / f"{family}-values.yaml",)), "Deployment")
+    selector = pod_spec(dep)["nodeSelector"]
+    assert selector["karpenter.k8s.aws/instance-family"] == family
+    pools = {d["metadata"]["name"]: d for d in render(FLEET) if d["kind"] == "NodePool"}
+    requirements = pools[selector["karpenter.sh/nodepool"]]["spec"]["template"]["spec"]["requirements"]
+    (families,) = [r["values"] for r in requirements if r["key"] == "karpenter.k8s.aws/instance-family"]
+    assert family in families
+    args = container(dep, "vllm")["args"]
+    assert int(args[args.index("--max-model-len") + 1]) >= longest_request(str(ROOT / "datasets"), "verbose").total

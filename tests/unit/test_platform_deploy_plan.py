@@ -128,7 +128,7 @@ def test_flags_map_to_a_headless_locust_run(sla):
     v = locust_overrides(p, "http://svc.ns.svc:8000")
     assert v["mode"] == "headless" and v["targetHost"] == "http://svc.ns.svc:8000"
     assert v["headless"] == {"kind": "burst", "users": 64, "spawnRate": 8.0, "runTime": "195s",
-                             "extraArgs": ["--run-id", "r7"]}  # fmt: skip
+                             "runId": "r7", "extraArgs": []}  # fmt: skip
     assert v["shape"] == ""  # closed loop: the users, no shape
     assert v["workers"] == {"replicas": 6}
     assert v["config"] == {"sla": SLA}
@@ -163,7 +163,8 @@ def test_the_default_burst_replays_the_queue_with_the_shape(sla, tmp_path):
     v = locust_values(p, "http://svc:8000")
     assert v["shape"] == "shapes/burst.py" and v["headless"]["kind"] == "burst"
     assert "users" not in v["headless"]
-    assert v["headless"]["extraArgs"] == ["--burst-stride", "50", "--run-id", "r8", "--burst-time-scale", "10"]
+    assert v["headless"]["extraArgs"] == ["--burst-stride", "50", "--burst-time-scale", "10"]
+    assert v["headless"]["runId"] == "r8"
 
 
 @pytest.mark.parametrize(
@@ -197,7 +198,7 @@ def test_sweep_needs_its_config(sla, sweep):
     p = plan("--sla", str(sla), "--kind", "sweep", "--sweep", str(sweep), "--dry-run", "--run-id", "r3")
     v = locust_overrides(p, "http://x:1")
     assert v["config"]["sweep"] == SWEEP
-    assert v["headless"]["extraArgs"] == ["--sweep-id", "r3"]  # the sweep's directory is named by the run id
+    assert v["headless"]["runId"] == "r3"  # the sweep's directory is named by the run id
 
 
 # --- contents of the contract and the sweep config (issue 18: a bad contract never reaches the cluster) ---------

@@ -84,6 +84,10 @@ app.kubernetes.io/part-of: slabench
 {{- /* Under the uploaded results volume, whatever output_dir the config names (the root filesystem is read-only). */}}
 - --output-dir
 - /app/runs
+{{- with .Values.headless.runId }}
+- --sweep-id
+- {{ . | quote }}
+{{- end }}
 {{- else }}
 {{ include "locust.commonArgs" . | trim }}
 - --master
@@ -110,6 +114,10 @@ app.kubernetes.io/part-of: slabench
 {{- if include "locust.hasSla" . }}
 - --sla
 - /config/sla.yaml
+{{- end }}
+{{- if and (eq .Values.mode "headless") .Values.headless.runId }}
+- --run-id
+- {{ .Values.headless.runId | quote }}
 {{- end }}
 {{- end }}
 {{- if eq .Values.mode "headless" }}
@@ -243,7 +251,8 @@ affinity:
     {{- include "locust.env" (dict "ctx" . "apiKey" (eq .Values.headless.kind "sweep")) | nindent 4 }}
     {{- if eq .Values.mode "headless" }}
     - name: RESULTS_DIR
-      value: /results
+      {{- /* a sweep's own directory (the results volume's runs/<id>), so its files are the results' root */}}
+      value: {{ if and (eq .Values.headless.kind "sweep") .Values.headless.runId }}{{ printf "/results/runs/%s" .Values.headless.runId }}{{ else }}/results{{ end }}
     - name: RESULTS_S3_URI
       value: {{ .Values.results.s3Uri | quote }}
     {{- if include "locust.readsNodes" . }}
