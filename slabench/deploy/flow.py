@@ -58,13 +58,14 @@ def render(plan: DeployPlan, helm: Any, alb_hostname: str | None = None) -> Char
     """Both charts as `helm template` renders them with this plan's values. The Locust target is the serving chart's
     own Service, or with `--target alb` its Ingress (the load balancer's DNS name once known)."""
     sv, serving = render_serving(plan, helm)
+    service = target_host(serving, plan.namespace)
     if plan.target == "alb":
         alb = alb_target(serving)
         target = alb.url or (f"http://{alb_hostname}" if alb_hostname else ALB_PENDING)
     else:
-        target = target_host(serving, plan.namespace)
+        target = service
     labels = serving.one("Deployment", "server")["spec"]["selector"]["matchLabels"]
-    lv = locust_values(plan, target, ",".join(f"{k}={v}" for k, v in labels.items()))
+    lv = locust_values(plan, target, ",".join(f"{k}={v}" for k, v in labels.items()), service)
     locust = Rendered(plan.locust_chart.name, helm.template(plan.locust_release, plan.locust_chart, lv, plan.namespace))
     return Charts(sv, serving, lv, locust, target)
 

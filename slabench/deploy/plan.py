@@ -297,7 +297,9 @@ def serving_overrides(plan: DeployPlan) -> dict:
     return v
 
 
-def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str | None = None) -> dict:
+def locust_overrides(
+    plan: DeployPlan, target_host: str, serving_selector: str | None = None, service_url: str | None = None
+) -> dict:
     """Chart values for the headless Locust Job of this run (`serving_selector`: the serving pods' labels, whose nodes
     the run records as its provenance)."""
     v: dict = {"mode": "headless", "targetHost": target_host}
@@ -321,7 +323,7 @@ def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str |
                                      "limits": {"memory": f"{2 * cores}Gi"}})  # fmt: skip
     # One run id for the records, the S3 prefix and the report (a sweep names its directory with it).
     _put(v, "headless.runId", plan.run_id)
-    _put(v, "headless.extraArgs", run_args(plan))
+    _put(v, "headless.extraArgs", run_args(plan, service_url))
     if plan.sla:
         _put(v, "config.sla", read_text(plan.sla))
     if plan.sweep:
@@ -331,17 +333,31 @@ def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str |
     return v
 
 
-def run_args(plan: DeployPlan) -> list[str]:
-    """The master's own flags for this run: the burst's time scale."""
-    return ["--burst-time-scale", f"{plan.burst_time_scale:g}"] if plan.burst_time_scale is not None else []
+def run_args(plan: DeployPlan, service_url: str | None = None) -> list[str]:
+    """The master's own flags for this run: the burst's time scale, and where the server's metrics are scraped."""
+    args = ["--burst-time-scale", f"{plan.burst_time_scale:g}"] if plan.burst_time_scale is not None else []
+    if plan.kind != "sweep" and service_url:
+        args += ["--server-metrics", server_metrics_source(plan, service_url)]
+    return args
+
+
+def server_metrics_source(plan: DeployPlan, service_url: str) -> str:
+    """The server's /metrics from inside the cluster, never through the ALB (which routes only /v1). Through the
+    Service a scrape reaches one pod at random, so its counters are one replica's only with one replica; with more,
+    no scrape (a crosscheck against a random replica's counters would be wrong)."""
+    if (plan.replicas or 1) > 1:
+        return "off"
+    return f"{service_url.rstrip('/')}/metrics"
 
 
 def serving_values(plan: DeployPlan) -> dict:
     return merge_values(load_values_files(plan.serving_values_files), serving_overrides(plan))
 
 
-def locust_values(plan: DeployPlan, target_host: str, serving_selector: str | None = None) -> dict:
-    overrides = locust_overrides(plan, target_host, serving_selector)
+def locust_values(
+    plan: DeployPlan, target_host: str, serving_selector: str | None = None, service_url: str | None = None
+) -> dict:
+    overrides = locust_overrides(plan, target_host, serving_selector, service_url)
     files = load_values_files(plan.locust_values_files)
     # The run's own flags come after the values files' headless.extraArgs instead of replacing them.
     given = (files.get("headless") or {}).get("extraArgs") or []

@@ -497,7 +497,8 @@ def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_b
         "mode": "headless", "targetHost": f"http://vllm-serving.{NS}.svc:8000", "aws": {"region": "eu-west-1"},
         "provenance": {"servingSelector": "app.kubernetes.io/name=vllm-serving,app.kubernetes.io/instance=vllm-serving,"
                                           "app.kubernetes.io/component=server"},
-        "headless": {"kind": "burst", "users": 32, "runId": "run-9"},
+        "headless": {"kind": "burst", "users": 32, "runId": "run-9",
+                     "extraArgs": ["--server-metrics", f"http://vllm-serving.{NS}.svc:8000/metrics"]},
         "workers": {"replicas": 2}, "config": {"sla": sla.read_text()},
         "results": {"s3Uri": "s3://slabench-results/ci/run-9/"},
     }))  # fmt: skip

@@ -106,7 +106,8 @@ class LocustPods(base.Cluster):
             (config / key).write_text(text)
         results = self.work / f"results-{name}"
         results.mkdir()
-        args = self._volume_paths(_swap(master["args"], "--host", self.target), results, config)
+        service = master["args"][master["args"].index("--host") + 1]  # the vLLM Service, played by the simulator
+        args = self._volume_paths([a.replace(service, self.target) for a in master["args"]], results, config)
         assert args[0] == "locust"
         args = [sys.executable, "-m", *args, "--master-bind-host", "127.0.0.1", "--master-bind-port", self.port]
         env = {**self._env(master, ns), **self.s3.env(), "RESULTS_DIR": str(results),
@@ -143,8 +144,9 @@ def test_the_burst_replays_the_queue_across_workers_and_prints_the_verdict(kube,
     assert cluster.master_args[:3] == ["locust", "-f", "locustfiles/qa_grading.py,shapes/burst.py"]
     assert cluster.worker_args[:3] == cluster.master_args[:3]
     assert not {"-u", "-r", "-t"} & set(cluster.master_args)
-    assert cluster.master_args[-6:] == ["--run-id", "run-1", "--burst-stride", str(STRIDE), "--burst-time-scale",
-                                        str(SCALE)]  # fmt: skip
+    metrics = f"http://vllm-serving.{base.NS}.svc:8000/metrics"  # the Service's, not the ALB's
+    assert cluster.master_args[-8:] == ["--run-id", "run-1", "--burst-stride", str(STRIDE), "--burst-time-scale",
+                                        str(SCALE), "--server-metrics", metrics]  # fmt: skip
 
     # The results came back under runs/<run-id>/ and hold every scheduled item exactly once, split across the workers.
     local = tmp_path / "runs" / "run-1"

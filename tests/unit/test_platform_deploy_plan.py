@@ -192,6 +192,21 @@ def test_the_sweeps_cpu_request_follows_its_load_processes(sla, sweep, tmp_path)
     assert "master" not in locust_overrides(plan("--sla", str(sla), "--dry-run"), "http://x:1")  # burst: workers
 
 
+def test_server_metrics_come_from_the_service_never_the_alb(sla, tmp_path):
+    """The ALB routes only /v1: the master scrapes the Service's /metrics — with one replica, since through a Service
+    each scrape reaches a random pod; with more, none."""
+    svc = "http://vllm-serving.slabench.svc:8000"
+    v = locust_overrides(plan("--sla", str(sla), "--dry-run", "--target", "alb"), "http://alb.example", None, svc)
+    args = v["headless"]["extraArgs"]
+    assert args[args.index("--server-metrics") + 1] == f"{svc}/metrics"
+    two = tmp_path / "two.yaml"
+    two.write_text(
+        SLA.replace("deployment: {instance_type: g6e.xlarge}", "deployment: {instance_type: g6e.xlarge, replicas: 2}")
+    )
+    args = locust_overrides(plan("--sla", str(two), "--dry-run"), svc, None, svc)["headless"]["extraArgs"]
+    assert args[args.index("--server-metrics") + 1] == "off"
+
+
 def test_sweep_needs_its_config(sla, sweep):
     with pytest.raises(UserError, match="--sweep: a sweep run needs the sweep config"):
         plan("--sla", str(sla), "--kind", "sweep", "--dry-run")
