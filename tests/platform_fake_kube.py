@@ -38,6 +38,7 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("", "v1", "serviceaccounts"): ("ServiceAccount", True),
     ("", "v1", "pods"): ("Pod", True),
     ("apps", "v1", "deployments"): ("Deployment", True),
+    ("apps", "v1", "replicasets"): ("ReplicaSet", True),
     ("batch", "v1", "jobs"): ("Job", True),
     ("policy", "v1", "poddisruptionbudgets"): ("PodDisruptionBudget", True),
     ("networking.k8s.io", "v1", "ingresses"): ("Ingress", True),
@@ -72,6 +73,8 @@ KNOWN_CRDS: dict[str, tuple[str, str, str, str, bool]] = {
     "scaledobjects.keda.sh": ("keda.sh", "v1alpha1", "ScaledObject", "scaledobjects", True),
     "clusterpolicies.nvidia.com": ("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies", False),
 }
+# How long one watch request stays open before the client is made to watch again.
+WATCH_S = 2.0
 # What the deploy tests had before CRDs were modelled: the monitoring CRD is there.
 DEFAULT_CRDS = ("servicemonitors.monitoring.coreos.com",)
 
@@ -322,7 +325,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
         resources = self.kube.resources()
         if path == "/apis":
-            groups = sorted({(g, v) for (g, v, _) in resources if g})
+            # one entry per group, with every version it serves (karpenter.sh has v1 and v1alpha1)
+            groups: dict[str, list[str]] = {}
+            for g, v in sorted({(g, v) for (g, v, _) in resources if g}):
+                groups.setdefault(g, []).append(v)
             return self._send(
                 200,
                 {
@@ -331,10 +337,10 @@ class _Handler(BaseHTTPRequestHandler):
                     "groups": [
                         {
                             "name": g,
-                            "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
-                            "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v},
+                            "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                            "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]},
                         }
-                        for g, v in groups
+                        for g, vs in groups.items()
                     ],
                 },
             )
@@ -428,6 +434,8 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         kube = self.kube
         key = (group, plural, ns, name)
+        if name is None and method == "GET" and query.get("watch", [""])[0] in ("true", "1"):
+            return self._watch(group, plural, kind, api_version, ns, query)
         with kube._lock:
             if name is None and method == "GET":
                 items = [
@@ -505,6 +513,50 @@ class _Handler(BaseHTTPRequestHandler):
                 self._after_write(stored)
                 return self._send(201 if current is None else 200, kube.objects[key])
         return self._status(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _watch(self, group: str, plural: str, kind: str, api_version: str, ns: str, query: dict) -> None:
+        """A watch: each object changed after `resourceVersion` as one JSON event line, for a short while (at most
+        WATCH_S; clients such as helm 4's status watcher then watch again from the last version they saw). With
+        sendInitialEvents (a streaming list) every object comes first, then the bookmark that ends the list."""
+        initial = query.get("sendInitialEvents", [""])[0] == "true"
+        since = 0 if initial else int((query.get("resourceVersion") or ["0"])[0] or 0)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def event(kind_of_event: str, obj: dict) -> None:
+            line = json.dumps({"type": kind_of_event, "object": obj}).encode() + b"\n"
+            self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+
+        sent: dict[tuple, int] = {}
+        deadline = time.monotonic() + min(WATCH_S, float((query.get("timeoutSeconds") or [WATCH_S])[0]))
+        while time.monotonic() < deadline:
+            with self.kube._lock:
+                changed = []
+                for k, o in self.kube.objects.items():
+                    if k[0] != group or k[1] != plural or (ns and k[2] != ns) or not _selects(query, o):
+                        continue
+                    out = copy.deepcopy(o)
+                    for hook in self.kube.on_read:
+                        hook(self.kube, out)
+                    out = copy.deepcopy(self.kube.objects.get(k, out))
+                    rv = int(out["metadata"]["resourceVersion"])
+                    if rv > max(since, sent.get(k, 0)):
+                        sent[k] = rv
+                        changed.append(out)
+            for o in changed:
+                event("ADDED" if initial else "MODIFIED", o)
+            if initial:
+                initial = False
+                with self.kube._lock:
+                    rv = str(next(self.kube._rv))
+                end = {"k8s.io/initial-events-end": "true"}
+                event("BOOKMARK", {"kind": kind, "apiVersion": api_version,
+                                   "metadata": {"resourceVersion": rv, "annotations": end}})  # fmt: skip
+            self.wfile.flush()
+            time.sleep(0.1)
+        self.wfile.write(b"0\r\n\r\n")
 
     def _after_write(self, obj: dict) -> None:
         for hook in self.kube.on_write:

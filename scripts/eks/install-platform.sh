@@ -22,6 +22,8 @@
 #   VPC_ID               the cluster's VPC (the LB controller cannot read it from IMDS with hop limit 1)
 #   LBC_ROLE_ARN         IAM role (IRSA) of the AWS Load Balancer Controller (scripts/eks/cluster.yaml creates it;
 #                        Karpenter's role comes through EKS Pod Identity and needs nothing here)
+#   SUITE_IMAGE          the suite image you pushed (docker/suite/Dockerfile), REGISTRY/REPO:TAG or REPO@sha256:...;
+#                        the fleet's MIG gate runs it (as do slabench deploy's Locust and weight-cache pods)
 #   KARPENTER_NODE_ROLE  node role (default KarpenterNodeRole-$CLUSTER)
 #   HELM                 helm binary (default helm);  HELM_WAIT_FLAGS (default "--wait --timeout 15m")
 #   CHART_MIRROR         a directory holding the upstream charts as <name>/ (air-gapped mirrors; the tests)
@@ -58,6 +60,24 @@ upstream() {
   fi
 }
 
+# image_args KEY: --set flags pointing the chart value KEY (repository/tag/digest) at $SUITE_IMAGE.
+image_args=()
+image_args() {
+  local ref="$SUITE_IMAGE" repo tag=""
+  if [[ "$ref" == *@sha256:* ]]; then
+    image_args=(--set "$1.repository=${ref%@*}" --set "$1.digest=${ref#*@}")
+    return
+  fi
+  repo="${ref%:*}"
+  # a colon before the last slash is a registry port, not a tag
+  if [[ "$repo" != "$ref" && "${ref##*/}" == *:* ]]; then tag="${ref##*:}"; else repo="$ref"; fi
+  if [[ -z "$tag" ]]; then
+    echo "install-platform: SUITE_IMAGE=$ref names no tag or digest (REGISTRY/REPO:TAG or REPO@sha256:...)" >&2
+    exit 3
+  fi
+  image_args=(--set "$1.repository=$repo" --set "$1.tag=$tag" --set "$1.digest=")
+}
+
 install() {  # install RELEASE NAMESPACE CHART-ARGS... -- HELM-ARGS...
   local release="$1" namespace="$2"
   shift 2
@@ -71,7 +91,6 @@ step_monitoring() {
 }
 
 step_load_balancer() {
-  need CLUSTER AWS_REGION VPC_ID LBC_ROLE_ARN
   upstream aws-load-balancer-controller https://aws.github.io/eks-charts "$AWS_LOAD_BALANCER_CONTROLLER_VERSION"
   install aws-load-balancer-controller kube-system "${chart_args[@]}" \
     -f "$root/scripts/eks/values/aws-load-balancer-controller.yaml" \
@@ -80,15 +99,14 @@ step_load_balancer() {
 }
 
 step_karpenter() {
-  need CLUSTER
   upstream karpenter oci://public.ecr.aws/karpenter/karpenter "$KARPENTER_VERSION"
   install karpenter kube-system "${chart_args[@]}" -f "$root/scripts/eks/values/karpenter.yaml" \
     --set settings.clusterName="$CLUSTER" --set settings.interruptionQueue="$CLUSTER"
 }
 
 step_fleet() {
-  need CLUSTER
-  install slabench-fleet kube-system "$root/karpenter" \
+  image_args migGate.image
+  install slabench-fleet kube-system "$root/karpenter" "${image_args[@]}" \
     --set clusterName="$CLUSTER" --set nodeRole="${KARPENTER_NODE_ROLE:-KarpenterNodeRole-$CLUSTER}"
 }
 
@@ -114,6 +132,14 @@ for s in "${selected[@]}"; do
     echo "install-platform: unknown step '$s' (steps, in order: ${steps[*]})" >&2
     exit 3
   fi
+done
+# Every setting the selected steps need, checked before the first install: a missing one stops nothing half-way.
+for s in "${selected[@]}"; do
+  case "$s" in
+    load-balancer) need CLUSTER AWS_REGION VPC_ID LBC_ROLE_ARN ;;
+    karpenter) need CLUSTER ;;
+    fleet) need CLUSTER SUITE_IMAGE && image_args migGate.image ;;
+  esac
 done
 for s in "${selected[@]}"; do
   "step_${s//-/_}"

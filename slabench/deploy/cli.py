@@ -62,6 +62,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     where.add_argument(
         "--helm", default=os.environ.get("HELM_BIN", "helm"), help="helm binary (default $HELM_BIN or helm)"
     )
+    where.add_argument(
+        "--suite-image",
+        default=os.environ.get("SUITE_IMAGE") or None,
+        help="the suite image you pushed (REPO:TAG or REPO@sha256:...), run by the Locust and weight-cache pods "
+        "(default $SUITE_IMAGE; required unless --dry-run)",
+    )
     model = p.add_argument_group("model")
     model.add_argument("--model", help="MODEL as published to the weight cache (e.g. org/name)")
     model.add_argument("--revision", help="REVISION as published (a commit sha)")
@@ -70,7 +76,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--serving-role-arn", help="IAM role (IRSA) allowed to read the weights")
     model.add_argument("--serving-values", action="append", type=Path, default=[], help="values file (repeatable)")
     run = p.add_argument_group("run")
-    run.add_argument("--kind", choices=["burst", "sweep"], default="burst", help="one Locust run, or slabench sweep")
+    run.add_argument(
+        "--kind",
+        choices=["burst", "users", "sweep"],
+        default="burst",
+        help="burst: the seed's 20,000-request queue replayed open loop by the workers (default); users: closed-loop "
+        "users (--users/--spawn-rate/--run-time); sweep: slabench sweep (--sweep)",
+    )
     run.add_argument(
         "--target",
         choices=["service", "alb"],
@@ -79,10 +91,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--sla", type=Path, help="SLA contract (sla.yaml) the run is graded against")
     run.add_argument("--sweep", type=Path, help="sweep config (sweep.yaml), for --kind sweep")
-    run.add_argument("--users", type=int, help="Locust users (-u)")
-    run.add_argument("--spawn-rate", type=float, help="Locust spawn rate (-r)")
-    run.add_argument("--run-time", help="Locust run time (-t), e.g. 195s")
+    run.add_argument("--users", type=int, help="--kind users: Locust users (-u)")
+    run.add_argument("--spawn-rate", type=float, help="--kind users: Locust spawn rate (-r)")
+    run.add_argument("--run-time", help="--kind users: Locust run time (-t), e.g. 195s")
+    run.add_argument(
+        "--burst-time-scale",
+        type=float,
+        help="--kind burst: replay every n-th item n times faster (same request rate, 1/n of the time; a smoke run)",
+    )
     run.add_argument("--workers", type=int, help="Locust worker pods")
+    run.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=None,
+        help="the model's folder (tokenizer.json, chat template): the context check counts in its tokens",
+    )
     run.add_argument("--api-key-secret", help="Secret (key api-key) holding the endpoint's API key")
     run.add_argument("--locust-role-arn", help="IAM role (IRSA) allowed to write the results")
     run.add_argument("--locust-values", action="append", type=Path, default=[], help="values file (repeatable)")
@@ -129,6 +152,8 @@ def plan_from_args(args: argparse.Namespace) -> DeployPlan:
         spawn_rate=args.spawn_rate,
         run_time=args.run_time,
         workers=args.workers,
+        burst_time_scale=args.burst_time_scale,
+        suite_image=args.suite_image,
         api_key_secret=args.api_key_secret,
         serving_role_arn=args.serving_role_arn,
         locust_role_arn=args.locust_role_arn,
@@ -142,11 +167,27 @@ def plan_from_args(args: argparse.Namespace) -> DeployPlan:
     return check_plan(plan, dry_run=args.dry_run)
 
 
+def check_context(plan: DeployPlan, tokenizer: Path | None) -> None:
+    """Every request of the run fits the release's maxModelLen (chart defaults, values files, flags merged)."""
+    from slabench.core import yamlio
+    from slabench.deploy.context import check_plan_context
+    from slabench.deploy.plan import locust_values, merge_values, serving_values
+
+    def chart_defaults(chart: Path) -> dict:
+        data = yamlio.load_data(chart / "values.yaml")
+        return data if isinstance(data, dict) else {}
+
+    serving = merge_values(chart_defaults(plan.serving_chart), serving_values(plan))
+    locust = merge_values(chart_defaults(plan.locust_chart), locust_values(plan, "http://target.invalid"))
+    check_plan_context(plan, serving, locust, tokenizer, sys.stderr)
+
+
 def run_deploy(args: argparse.Namespace) -> int:
     from slabench.deploy import flow
     from slabench.deploy.helm import Helm
 
     plan = plan_from_args(args)
+    check_context(plan, args.tokenizer)
     helm = Helm(args.helm, kubeconfig=args.kubeconfig, kubecontext=args.context)
     if args.dry_run:
         sys.stdout.write(flow.render(plan, helm).text)

@@ -58,13 +58,14 @@ def render(plan: DeployPlan, helm: Any, alb_hostname: str | None = None) -> Char
     """Both charts as `helm template` renders them with this plan's values. The Locust target is the serving chart's
     own Service, or with `--target alb` its Ingress (the load balancer's DNS name once known)."""
     sv, serving = render_serving(plan, helm)
+    service = target_host(serving, plan.namespace)
     if plan.target == "alb":
         alb = alb_target(serving)
         target = alb.url or (f"http://{alb_hostname}" if alb_hostname else ALB_PENDING)
     else:
-        target = target_host(serving, plan.namespace)
+        target = service
     labels = serving.one("Deployment", "server")["spec"]["selector"]["matchLabels"]
-    lv = locust_values(plan, target, ",".join(f"{k}={v}" for k, v in labels.items()))
+    lv = locust_values(plan, target, ",".join(f"{k}={v}" for k, v in labels.items()), service)
     locust = Rendered(plan.locust_chart.name, helm.template(plan.locust_release, plan.locust_chart, lv, plan.namespace))
     return Charts(sv, serving, lv, locust, target)
 
@@ -140,8 +141,9 @@ def run(plan: DeployPlan, helm: Any, kube: Kube, fetch: Fetch | None, log: TextI
             return r.ready, r.summary
 
         _wait(f"deployment/{dep_name}", ready, plan.ready_timeout_s, plan.poll_interval_s, log)
+        serving_pods = kube.pods(plan.namespace, selector)
         if charts.gated:
-            _check_readiness_gates(kube.pods(plan.namespace, selector), log)
+            _check_readiness_gates(serving_pods, log)
         if charts.target == ALB_PENDING:
             ingress = alb_target(charts.serving).ingress
 
@@ -165,10 +167,12 @@ def run(plan: DeployPlan, helm: Any, kube: Kube, fetch: Fetch | None, log: TextI
 
         _wait(f"job/{job}", finished, plan.run_timeout_s, plan.poll_interval_s, log)
         code = _verdict(plan, kube, job, log)
+        dest = plan.results_dir / plan.run_id
         if plan.run_results and fetch is not None:
-            dest = plan.results_dir / plan.run_id
             files = fetch(plan.run_results, dest)
             print(f"deploy: fetched {len(files)} result files from {plan.run_results}/ into {dest}", file=log)
+            _print_verdict(dest, log)
+        _write_images(dest, serving_pods + kube.job_pods(plan.namespace, job), log)
         print(f"deploy: verdict exit code {code}", file=log)
         return code
     finally:
@@ -196,6 +200,48 @@ def _check_readiness_gates(pods: list[dict], log: TextIO) -> None:
             f"label {READINESS_GATE_LABEL}=enabled and that the AWS Load Balancer Controller's pod webhook runs"
         )
     print(f"deploy: ALB readiness gates on {len(pods)}/{len(pods)} serving pods", file=log)
+
+
+def images_of(pods: list[dict]) -> list[dict]:
+    """What each container ran: the image as asked for and the digest the node pulled (status imageID)."""
+    out = []
+    for pod in pods:
+        statuses = {c.get("name"): c for c in ((pod.get("status") or {}).get("containerStatuses") or [])}
+        statuses.update({c.get("name"): c for c in ((pod.get("status") or {}).get("initContainerStatuses") or [])})
+        spec = pod.get("spec") or {}
+        for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            image_id = (statuses.get(c["name"]) or {}).get("imageID") or None
+            out.append({"pod": pod["metadata"]["name"], "container": c["name"], "image": c.get("image"),
+                        "image_id": image_id, "pinned": "@sha256:" in str(c.get("image"))})  # fmt: skip
+    return out
+
+
+def _write_images(dest: Path, pods: list[dict], log: TextIO) -> None:
+    """runs/<run-id>/images.json: the provenance of the images that served and loaded the run, by digest."""
+    import json
+
+    images = images_of(pods)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "images.json").write_text(json.dumps({"images": images}, indent=2) + "\n", encoding="utf-8")
+    unpinned = sorted({i["image"] for i in images if not i["pinned"] and not i["image_id"]})
+    note = f"; no digest known for {', '.join(unpinned)} — pin it (image@sha256:...)" if unpinned else ""
+    print(f"deploy: images of {len(pods)} pods → {dest / 'images.json'}{note}", file=log)
+
+
+def _print_verdict(dest: Path, log: TextIO) -> None:
+    """The graded verdict's one-line summary, from the run's verdict.json (a sweep's lies in its own directory)."""
+    import json
+
+    found = sorted(dest.rglob("verdict.json"), key=lambda p: (len(p.parts), str(p)))
+    if not found:
+        print(f"deploy: no verdict.json among the results in {dest}", file=log)
+        return
+    try:
+        summary = json.loads(found[0].read_text(encoding="utf-8"))["summary"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"deploy: {found[0]}: unreadable verdict ({type(e).__name__})", file=log)
+        return
+    print(f"deploy: verdict: {summary} ({found[0]})", file=log)
 
 
 def _verdict(plan: DeployPlan, kube: Kube, job: str, log: TextIO) -> int:

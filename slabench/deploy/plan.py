@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +17,19 @@ from slabench.weights.s3 import S3Url, parse_s3_url
 
 SERVING_CHART = "vllm-serving"
 LOCUST_CHART = "locust"
+# --kind burst: the seed's open-loop queue (the dataset's 20,000 requests at their offsets), replayed by this shape.
+BURST_SHAPE = "shapes/burst.py"
+# The chart's headless kind for each run kind: one Locust run (open or closed loop), or `slabench sweep`.
+CHART_KIND = {"burst": "burst", "users": "burst", "sweep": "sweep"}
 # DNS-1123 label: release names and namespaces.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+# REGISTRY[:PORT]/REPO:TAG or REGISTRY[:PORT]/REPO@sha256:<64 hex>
+_IMAGE = re.compile(
+    r"^(?P<repo>[a-z0-9][a-z0-9._:/-]*?)(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127})|@(?P<digest>sha256:[a-f0-9]{64}))$"
+)
+SUITE_IMAGE_ENV = "SUITE_IMAGE"
 
 
 @dataclass(frozen=True)
@@ -31,7 +40,7 @@ class DeployPlan:
     locust_release: str
     charts_dir: Path
     run_id: str
-    kind: str  # burst | sweep
+    kind: str  # burst (the open-loop queue) | users (closed loop, -u/-r/-t) | sweep
     target: str = "service"  # service: the vLLM Service in the cluster; alb: through the load balancer
     serving_values_files: tuple[Path, ...] = ()
     locust_values_files: tuple[Path, ...] = ()
@@ -46,6 +55,10 @@ class DeployPlan:
     spawn_rate: float | None = None
     run_time: str | None = None
     workers: int | None = None
+    replicas: int | None = None  # the contract's deployment.replicas, set on the release
+    sweep_processes: int | None = None  # --kind sweep: the config's run.processes (load processes in the Job pod)
+    burst_time_scale: float | None = None  # --kind burst: replay this many times faster (every n-th item)
+    suite_image: str | None = None  # the suite image you pushed: the Locust pods and the weight-cache init containers
     api_key_secret: str | None = None
     serving_role_arn: str | None = None
     locust_role_arn: str | None = None
@@ -111,14 +124,42 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
     for f in (plan.sla, plan.sweep):
         if f is not None:
             read_text(f)
+    closed_loop = {"--users": plan.users, "--spawn-rate": plan.spawn_rate, "--run-time": plan.run_time}
+    given = [flag for flag, value in closed_loop.items() if value is not None]
+    if plan.kind != "users" and given:
+        raise UserError(
+            f"{given[0]}: --kind {plan.kind} sets its own load (the burst replays the queue open loop, a sweep its "
+            "levels) — use --kind users for a closed-loop run of -u/-r/-t"
+        )
+    if plan.kind != "burst" and plan.burst_time_scale is not None:
+        raise UserError("--burst-time-scale: only for --kind burst (the open-loop queue replay)")
+    if plan.burst_time_scale is not None and not plan.burst_time_scale > 0:
+        raise UserError("--burst-time-scale: must be greater than 0 (e.g. 10: every 10th item, 10× faster)")
     if plan.kind == "sweep" and plan.sweep is None:
         raise UserError("--sweep: a sweep run needs the sweep config file (--kind sweep --sweep sweep.yaml)")
     if plan.sla is None and not _values_mention(plan.locust_values_files, "config"):
         raise UserError("--sla: the run is graded against an SLA contract — pass --sla sla.yaml")
+    if plan.suite_image is not None:
+        parse_image(plan.suite_image)
+    elif not dry_run:
+        raise UserError(
+            f"--suite-image: set {SUITE_IMAGE_ENV} (or --suite-image) to the suite image you pushed, e.g. "
+            "<account>.dkr.ecr.<region>.amazonaws.com/slabench/suite:0.1.0 — the Locust and weight-cache pods run it"
+        )
     if not dry_run and plan.results is None:
         raise UserError("--results-s3: give s3://BUCKET/PREFIX/ so the Job's records and report can be fetched")
-    check_run_configs(plan)
-    return plan
+    replicas, processes = check_run_configs(plan)
+    return replace(plan, replicas=replicas, sweep_processes=processes)
+
+
+def parse_image(ref: str) -> dict[str, str]:
+    """'REPO:TAG' or 'REPO@sha256:...' → the charts' image values (repository, and tag or digest)."""
+    m = _IMAGE.match(ref)
+    if not m:
+        raise UserError(f"--suite-image: {ref!r} is not REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:<64 hex>")
+    if m["digest"]:
+        return {"repository": m["repo"], "digest": m["digest"]}
+    return {"repository": m["repo"], "tag": m["tag"], "digest": ""}
 
 
 def _one_line(e: UserError) -> UserError:
@@ -126,9 +167,11 @@ def _one_line(e: UserError) -> UserError:
     return UserError(first + (f" (and {len(rest)} more problems)" if rest else ""))
 
 
-def check_run_configs(plan: DeployPlan) -> None:
+def check_run_configs(plan: DeployPlan) -> tuple[int | None, int | None]:
     """Load the SLA contract and the sweep config with the suite's own loaders — what the Job would do first, after a
-    GPU node came up — and check that the sweep tests the contract's load. One line naming file and field, exit 3."""
+    GPU node came up — and check that the sweep tests the contract's load and the serving values run the contract's
+    replicas. One line naming file and field, exit 3. Returns the contract's deployment.replicas and the sweep's
+    load processes."""
     import tempfile
 
     from slabench.sla.contract import load_contract
@@ -158,6 +201,29 @@ def check_run_configs(plan: DeployPlan) -> None:
             what = f"{load.concurrency} is" if load.concurrency is not None else f"{load.label} is not a concurrency,"
             err = contract.error(("load", "concurrency"), f"{what} not one of the sweep's levels {cfg.levels}")
             raise UserError(str(err).replace(str(sources["sla"][0]), sources["sla"][1])) from None
+    processes = cfg.run.processes if cfg is not None and plan.kind == "sweep" else None
+    if contract is None:
+        return None, processes
+    # The contract is graded and priced as deployment.replicas: the release runs exactly that many, or nothing runs.
+    want = contract.contract.deployment.replicas
+    given = load_values_files(plan.serving_values_files).get("replicaCount")
+    if given is not None and given != want:
+        named = _values_file_with_key(plan.serving_values_files, "replicaCount")
+        raise UserError(
+            f"--serving-values {named}: replicaCount {given} is not the contract's deployment.replicas {want} "
+            f"({sources['sla'][1]}) — the run would be graded and priced as {want}; make them agree"
+        )
+    return int(want), processes
+
+
+def _values_file_with_key(files: tuple[Path, ...], key: str) -> Path | None:
+    """The last values file that sets a top-level key."""
+    found = None
+    for f in files:
+        data = yamlio.load_data(f) or {}
+        if isinstance(data, dict) and key in data:
+            found = f
+    return found
 
 
 def _values_file_with(files: tuple[Path, ...], key: str) -> Path | None:
@@ -216,6 +282,7 @@ def serving_overrides(plan: DeployPlan) -> dict:
     """Chart values that the command-line flags set on the serving chart (flags win over values files)."""
     # A benchmark measures a fixed replica count (the contract's deployment.replicas): no autoscaler may change it.
     v: dict = {"autoscaling": {"enabled": False}}
+    _put(v, "replicaCount", plan.replicas)
     _put(v, "aws.region", plan.region)
     _put(v, "model.name", plan.model)
     _put(v, "model.revision", plan.revision)
@@ -225,10 +292,14 @@ def serving_overrides(plan: DeployPlan) -> dict:
         _put(v, "weightCache.prefix", plan.weights.prefix)
     _put(v, "serviceAccount.roleArn", plan.serving_role_arn)
     _put(v, "apiKey.secretName", plan.api_key_secret)
+    if plan.suite_image:
+        _put(v, "weightCache.image", parse_image(plan.suite_image))
     return v
 
 
-def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str | None = None) -> dict:
+def locust_overrides(
+    plan: DeployPlan, target_host: str, serving_selector: str | None = None, service_url: str | None = None
+) -> dict:
     """Chart values for the headless Locust Job of this run (`serving_selector`: the serving pods' labels, whose nodes
     the run records as its provenance)."""
     v: dict = {"mode": "headless", "targetHost": target_host}
@@ -236,13 +307,23 @@ def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str |
     _put(v, "aws.region", plan.region)
     _put(v, "apiKey.secretName", plan.api_key_secret)
     _put(v, "serviceAccount.roleArn", plan.locust_role_arn)
-    _put(v, "headless.kind", plan.kind)
+    _put(v, "headless.kind", CHART_KIND[plan.kind])
+    # burst: the seed's queue, open loop, split across the workers; the shape ends the run once it has drained.
+    _put(v, "shape", BURST_SHAPE if plan.kind == "burst" else "")
     _put(v, "headless.users", plan.users)
     _put(v, "headless.spawnRate", plan.spawn_rate)
     _put(v, "headless.runTime", plan.run_time)
     _put(v, "workers.replicas", plan.workers)
+    if plan.suite_image:
+        _put(v, "image", parse_image(plan.suite_image))
+    if plan.sweep_processes:
+        # The sweep runs its load in the Job pod: a core for each locust process and one for the master and grading.
+        cores = plan.sweep_processes + 1
+        _put(v, "master.resources", {"requests": {"cpu": str(cores), "memory": f"{cores}Gi"},
+                                     "limits": {"memory": f"{2 * cores}Gi"}})  # fmt: skip
     # One run id for the records, the S3 prefix and the report (a sweep names its directory with it).
-    _put(v, "headless.extraArgs", ["--run-id" if plan.kind == "burst" else "--sweep-id", plan.run_id])
+    _put(v, "headless.runId", plan.run_id)
+    _put(v, "headless.extraArgs", run_args(plan, service_url))
     if plan.sla:
         _put(v, "config.sla", read_text(plan.sla))
     if plan.sweep:
@@ -252,13 +333,36 @@ def locust_overrides(plan: DeployPlan, target_host: str, serving_selector: str |
     return v
 
 
+def run_args(plan: DeployPlan, service_url: str | None = None) -> list[str]:
+    """The master's own flags for this run: the burst's time scale, and where the server's metrics are scraped."""
+    args = ["--burst-time-scale", f"{plan.burst_time_scale:g}"] if plan.burst_time_scale is not None else []
+    if plan.kind != "sweep" and service_url:
+        args += ["--server-metrics", server_metrics_source(plan, service_url)]
+    return args
+
+
+def server_metrics_source(plan: DeployPlan, service_url: str) -> str:
+    """The server's /metrics from inside the cluster, never through the ALB (which routes only /v1). Through the
+    Service a scrape reaches one pod at random, so its counters are one replica's only with one replica; with more,
+    no scrape (a crosscheck against a random replica's counters would be wrong)."""
+    if (plan.replicas or 1) > 1:
+        return "off"
+    return f"{service_url.rstrip('/')}/metrics"
+
+
 def serving_values(plan: DeployPlan) -> dict:
     return merge_values(load_values_files(plan.serving_values_files), serving_overrides(plan))
 
 
-def locust_values(plan: DeployPlan, target_host: str, serving_selector: str | None = None) -> dict:
-    overrides = locust_overrides(plan, target_host, serving_selector)
-    return merge_values(load_values_files(plan.locust_values_files), overrides)
+def locust_values(
+    plan: DeployPlan, target_host: str, serving_selector: str | None = None, service_url: str | None = None
+) -> dict:
+    overrides = locust_overrides(plan, target_host, serving_selector, service_url)
+    files = load_values_files(plan.locust_values_files)
+    # The run's own flags come after the values files' headless.extraArgs instead of replacing them.
+    given = (files.get("headless") or {}).get("extraArgs") or []
+    overrides["headless"]["extraArgs"] = [*given, *overrides["headless"]["extraArgs"]]
+    return merge_values(files, overrides)
 
 
 def parse_results_url(text: str | None) -> S3Url | None:

@@ -10,6 +10,7 @@ verdict. Scheduling, images, GPUs, the ALB and IRSA are not simulated.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from tests.platform_fake_kube import Call, FakeKube
 from tests.platform_helpers import LOCUST, ROOT, SERVING, get_helm, helm_template, slabench_results_shim
 
 NS = "slabench"
+SUITE_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/slabench/suite:0.1.0"
+DIGEST = "sha256:" + "5" * 64
 RESULTS_BUCKET = "slabench-results"
 
 
@@ -114,7 +117,11 @@ class Cluster:
             spec = {**template["spec"], "readinessGates": self._gate_for(ns, labels)}
             pod_name = f"{name}-{obj['metadata']['generation']}-{i}"
             meta = {"name": pod_name, "namespace": ns, "labels": labels}
-            pod = kube.put({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+            # the kubelet reports the digest it pulled for each container
+            status = {"containerStatuses": [{"name": c["name"], "image": c["image"], "ready": True, "restartCount": 0,
+                                             "imageID": f"{c['image'].split(':')[0]}@{DIGEST}"}
+                                            for c in spec["containers"]]}  # fmt: skip
+            pod = kube.put({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status})
             self.pods_created.append(pod)
 
     def _deployment_progress(self, kube: FakeKube, obj: dict) -> None:
@@ -166,6 +173,10 @@ class Cluster:
             timeout=120,
         )
         self.job_runs.append(proc)
+        self.finish_master(ns, name, spec, master, proc)
+
+    def finish_master(self, ns: str, name: str, spec: dict, master: dict, proc: subprocess.CompletedProcess) -> None:
+        """The Job controller's part once the master container exited: its pod, its log, the Job's condition."""
         pod = f"{name}-x7k2p"
         self.kube.logs[(ns, pod)] = f"locust: graded run (stand-in)\n{proc.stderr}"
         self.kube.put({
@@ -231,7 +242,8 @@ def deploy_argv(kube: FakeKube, s3: MotoServer, tmp_path: Path, *extra: str, hel
             str(kubeconfig), "--namespace", NS, "--model", "org/model", "--revision", "abc123",
             "--weights-s3", "s3://slabench-models/models", "--results-s3", f"s3://{RESULTS_BUCKET}/ci",
             "--run-id", "run-1", "--results-dir", str(tmp_path / "runs"), "--api-key-secret", "slabench-api-key",
-            "--poll-interval", "0.05", "--s3-endpoint-url", s3.url, *(["--sla", str(sla)] if sla else []),
+            "--poll-interval", "0.05", "--s3-endpoint-url", s3.url, "--suite-image", SUITE_IMAGE,
+            *(["--sla", str(sla)] if sla else []),
             *extra]  # fmt: skip
 
 
@@ -330,12 +342,20 @@ def test_deploy_runs_the_whole_sequence_and_cleans_up(kube, s3, tmp_path, sla, d
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
     assert args[args.index("--run-id") + 1] == "run-1"
     dep_body = calls[dep_write].body
+    # One suite image, the one pushed: the Locust pods and the serving pods' weight-cache init containers.
+    assert job_body["spec"]["template"]["spec"]["containers"][0]["image"] == SUITE_IMAGE
+    assert {c["image"] for c in dep_body["spec"]["template"]["spec"]["initContainers"]} == {SUITE_IMAGE}
     hydrate = dep_body["spec"]["template"]["spec"]["initContainers"][-1]["command"]
     assert hydrate[hydrate.index("--source") + 1] == "s3://slabench-models/models/org/model/abc123"
 
     # Results went Job → S3 (run-job.sh + slabench results upload) → the local run directory.
     local = tmp_path / "runs" / "run-1"
-    assert sorted(p.name for p in local.iterdir()) == ["exit-code", "records.jsonl"]
+    assert sorted(p.name for p in local.iterdir()) == ["exit-code", "images.json", "records.jsonl"]
+    # ...with the images that ran, by the digest the nodes pulled.
+    images = json.loads((local / "images.json").read_text())["images"]
+    vllm = next(i for i in images if i["container"] == "vllm")
+    assert vllm["image"] == "vllm/vllm-openai:v0.32.0-cu129" and vllm["image_id"] == f"vllm/vllm-openai@{DIGEST}"
+    assert {i["image"] for i in images if i["container"] == "master"} == {SUITE_IMAGE}
     assert (local / "exit-code").read_text() == "0\n"
 
 
@@ -379,6 +399,25 @@ def test_a_namespace_whose_pod_security_would_reject_the_server_stops_before_any
         assert writes(kube.calls, "helm") == []
     # The user's namespace label is never changed by the deploy.
     assert kube.get("Namespace", None, NS)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == enforced
+
+
+def test_without_the_suite_image_nothing_starts(kube, s3, tmp_path, sla, deploy, monkeypatch):
+    """The charts' default image is a placeholder nobody publishes: a real run names the one pushed."""
+    monkeypatch.delenv("SUITE_IMAGE", raising=False)
+    argv = deploy_argv(kube, s3, tmp_path, sla=sla)
+    i = argv.index("--suite-image")
+    del argv[i : i + 2]
+    assert cli.main(argv) == 3
+    assert writes(kube.calls, "helm") == [] and not [c for c in kube.calls if c.client == "python"]
+
+
+def test_a_context_too_short_for_the_workload_stops_before_any_gpu_starts(kube, s3, tmp_path, sla, deploy):
+    Cluster(kube, s3, tmp_path)
+    (tmp_path / "serving.yaml").write_text("model: {maxModelLen: 8192}\n")
+    r = deploy(kube, tmp_path, "--serving-values", str(tmp_path / "serving.yaml"), sla=sla)
+    assert r.returncode == 3
+    assert "maxModelLen 8192 is shorter than the workload's longest request" in r.stderr
+    assert kube.calls == []  # not even the namespace was read
 
 
 def test_missing_api_key_secret_stops_before_any_install(kube, s3, tmp_path, sla, deploy):
@@ -434,12 +473,13 @@ def test_the_alb_target_sends_the_load_through_the_load_balancer(kube, s3, tmp_p
 def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_bin_path):
     serving_values = tmp_path / "serving.yaml"
     serving_values.write_text(
-        "replicaCount: 2\nmodel:\n  maxModelLen: 16384\n  extraArgs: [--enable-chunked-prefill]\n"
+        "replicaCount: 1\nmodel:\n  maxModelLen: 16384\n  extraArgs: [--enable-chunked-prefill]\n"
     )
     argv = [sys.executable, "-m", "slabench.deploy.cli", "--dry-run", "--helm", helm_bin_path, "--namespace", NS,
             "--model", "org/model", "--revision", "abc123", "--served-model-name", "grader", "--weights-s3",
             "s3://slabench-models/models", "--results-s3", "s3://slabench-results/ci", "--run-id", "run-9",
-            "--region", "eu-west-1", "--serving-values", str(serving_values), "--users", "32", "--workers", "2",
+            "--region", "eu-west-1", "--serving-values", str(serving_values), "--kind", "users", "--users", "32",
+            "--workers", "2",
             "--sla", str(sla)]  # fmt: skip
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stderr
@@ -447,7 +487,7 @@ def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_b
     # What the flags mean, written out independently as values files for plain `helm template`.
     serving_flags = tmp_path / "serving-flags.yaml"
     serving_flags.write_text(yaml.safe_dump({
-        "autoscaling": {"enabled": False},
+        "autoscaling": {"enabled": False}, "replicaCount": 1,
         "aws": {"region": "eu-west-1"},
         "model": {"name": "org/model", "revision": "abc123", "servedName": "grader"},
         "weightCache": {"bucket": "slabench-models", "prefix": "models"},
@@ -457,7 +497,8 @@ def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_b
         "mode": "headless", "targetHost": f"http://vllm-serving.{NS}.svc:8000", "aws": {"region": "eu-west-1"},
         "provenance": {"servingSelector": "app.kubernetes.io/name=vllm-serving,app.kubernetes.io/instance=vllm-serving,"
                                           "app.kubernetes.io/component=server"},
-        "headless": {"kind": "burst", "users": 32, "extraArgs": ["--run-id", "run-9"]},
+        "headless": {"kind": "burst", "users": 32, "runId": "run-9",
+                     "extraArgs": ["--server-metrics", f"http://vllm-serving.{NS}.svc:8000/metrics"]},
         "workers": {"replicas": 2}, "config": {"sla": sla.read_text()},
         "results": {"s3Uri": "s3://slabench-results/ci/run-9/"},
     }))  # fmt: skip

@@ -2,6 +2,11 @@
 `helm` binary, against the fake API server made strict about custom resources (a kind exists only once its CRD is
 installed, as on EKS).
 
+Each step runs with `--wait`, as on a cluster: the fake plays the kubelet for Deployments, which become ready only
+when every image of their pods can be pulled — the published suite image (SUITE_IMAGE) and upstream images can, the
+chart default ghcr.io/slabench/suite, which nobody publishes, cannot. So a chart that runs the suite image without
+being told where it is times out here as it does on EKS.
+
 EKS is not exercised. Our own charts (karpenter/ slabench-fleet, observability/ slabench-monitoring) are installed as
 they are. The upstream charts (kube-prometheus-stack, Karpenter, the AWS Load Balancer Controller, the GPU Operator,
 KEDA) cannot be downloaded here, so each is played by a small stand-in chart written below: it installs the CRDs the
@@ -23,7 +28,11 @@ from tests.platform_fake_kube import FakeKube, crd_manifest
 from tests.platform_helpers import ROOT, get_helm
 
 SCRIPT = ROOT / "scripts" / "eks" / "install-platform.sh"
-ENV = {"CLUSTER": "slabench", "AWS_REGION": "us-east-1", "VPC_ID": "vpc-0abc", "LBC_ROLE_ARN": "arn:aws:iam::1:role/l"}
+SUITE_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/slabench/suite:0.1.0"
+UNPUBLISHED = "ghcr.io/slabench/suite"  # the charts' placeholder default: not in any registry
+ENV = {"CLUSTER": "slabench", "AWS_REGION": "us-east-1", "VPC_ID": "vpc-0abc", "LBC_ROLE_ARN": "arn:aws:iam::1:role/l",
+       "SUITE_IMAGE": SUITE_IMAGE}  # fmt: skip
+WAIT = "--wait --timeout 20s"
 
 SERVICE_MONITOR = """\
 {{- if %s }}
@@ -105,18 +114,42 @@ def mirror(tmp_path_factory) -> Path:
     return root
 
 
+def kubelet(kube: FakeKube, obj: dict) -> None:
+    """A Deployment's pods run (and it reports ready) only if every image can be pulled."""
+    if obj["kind"] != "Deployment":
+        return
+    spec = obj["spec"]["template"]["spec"]
+    images = [c["image"] for c in spec.get("initContainers", []) + spec["containers"]]
+    pulled = not any(i.startswith(UNPUBLISHED) for i in images)
+    n = obj["spec"].get("replicas", 1)
+    obj["status"] = {
+        "observedGeneration": obj["metadata"]["generation"], "replicas": n, "updatedReplicas": n,
+        "readyReplicas": n if pulled else 0, "availableReplicas": n if pulled else 0,
+        "unavailableReplicas": 0 if pulled else n,
+        "conditions": [
+            {"type": "Available", "status": "True" if pulled else "False",
+             "reason": "MinimumReplicasAvailable" if pulled else "MinimumReplicasUnavailable"},
+            {"type": "Progressing", "status": "True",
+             "reason": "NewReplicaSetAvailable" if pulled else "ReplicaSetUpdated"},
+        ],
+    }  # fmt: skip
+    kube.put(obj)
+
+
 @pytest.fixture
 def fresh() -> Iterator[FakeKube]:
-    k = FakeKube(crds=()).start()
+    k = FakeKube(crds=(), on_write=[kubelet]).start()
     yield k
     k.stop()
 
 
-def install(kube: FakeKube, mirror: Path, tmp_path: Path, *steps: str, helm_major: int = 4):
+def install(kube: FakeKube, mirror: Path, tmp_path: Path, *steps: str, helm_major: int = 4, wait: str = WAIT,
+            **env_over: str):  # fmt: skip
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(kube.kubeconfig())
     env = {**os.environ, **ENV, "KUBECONFIG": str(kubeconfig), "HELM": get_helm(helm_major),
-           "CHART_MIRROR": str(mirror), "HELM_WAIT_FLAGS": "--timeout 2m"}  # fmt: skip
+           "CHART_MIRROR": str(mirror), "HELM_WAIT_FLAGS": wait, **env_over}  # fmt: skip
+    env = {k: v for k, v in env.items() if v}
     return subprocess.run(["bash", str(SCRIPT), *steps], env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -134,6 +167,38 @@ def test_the_documented_order_installs_everything_on_a_fresh_cluster(fresh, mirr
     order = [line.removeprefix("== ").split(" ")[0] for line in r.stdout.splitlines() if line.startswith("== ")]
     assert order == ["kube-prometheus-stack", "aws-load-balancer-controller", "karpenter", "slabench-fleet",
                      "gpu-operator", "keda", "slabench-monitoring"]  # fmt: skip
+    # The MIG gate runs the suite image the script was given, and came up (helm waited for it).
+    gate = fresh.get("Deployment", "kube-system", "slabench-fleet-mig-gate")
+    assert gate["spec"]["template"]["spec"]["containers"][0]["image"] == SUITE_IMAGE
+    assert gate["status"]["readyReplicas"] == 1
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [("reg.example:5000/team/suite@sha256:" + "a" * 64, "reg.example:5000/team/suite@sha256:" + "a" * 64),
+     ("reg.example:5000/team/suite:1.2", "reg.example:5000/team/suite:1.2")],
+)  # fmt: skip
+def test_the_suite_image_can_be_given_by_tag_or_digest(fresh, mirror, tmp_path, image, expected):
+    r = install(fresh, mirror, tmp_path, "monitoring", "karpenter", "fleet", SUITE_IMAGE=image)
+    assert r.returncode == 0, r.stderr[-3000:]
+    gate = fresh.get("Deployment", "kube-system", "slabench-fleet-mig-gate")
+    assert gate["spec"]["template"]["spec"]["containers"][0]["image"] == expected
+
+
+def test_with_the_unpublished_default_image_wait_times_out_at_the_fleet(fresh, mirror, tmp_path):
+    """What the first try met: the MIG gate's image pulled from nowhere, `--wait` gave up, and nothing after ran."""
+    r = install(fresh, mirror, tmp_path, "monitoring", "karpenter", "fleet", "keda",
+                SUITE_IMAGE="ghcr.io/slabench/suite:0.1.0", wait="--wait --timeout 5s")  # fmt: skip
+    assert r.returncode != 0
+    assert "== slabench-fleet" in r.stdout and "== keda" not in r.stdout
+
+
+def test_without_the_suite_image_nothing_is_installed(fresh, mirror, tmp_path):
+    r = install(fresh, mirror, tmp_path, SUITE_IMAGE="")
+    assert r.returncode == 3 and "set SUITE_IMAGE" in r.stderr
+    assert not [c for c in fresh.calls if c.method in ("POST", "PUT", "PATCH")]
+    r = install(fresh, mirror, tmp_path, "fleet", SUITE_IMAGE="registry.example/suite")
+    assert r.returncode == 3 and "names no tag or digest" in r.stderr
 
 
 @pytest.mark.parametrize(
@@ -149,7 +214,8 @@ def test_out_of_order_the_install_aborts_as_on_eks(fresh, mirror, tmp_path, step
 
 
 def test_helm3_follows_the_same_order(fresh, mirror, tmp_path):
-    r = install(fresh, mirror, tmp_path, helm_major=3)
+    # helm 3 waits by reading ReplicaSets, which the fake does not model: order only.
+    r = install(fresh, mirror, tmp_path, helm_major=3, wait="--timeout 2m")
     assert r.returncode == 0, r.stderr[-3000:]
 
 

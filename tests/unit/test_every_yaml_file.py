@@ -58,8 +58,8 @@ LOADERS = [  # (glob, loader) — first match wins
     ("slabench/sim/profiles/*.yaml", _sim_profile),
     ("slabench/fleet/data/gpu_facts.yaml", _strict("slabench.fleet.facts.FleetFacts")),
     ("examples/fleet/*.yaml", _strict("slabench.fleet.nodes.NodesFile")),
-    ("sla/config_sla_example.yaml", lambda p: _model("slabench.sla.contract.load_contract")(p)),
     ("slabench/sla/instance_prices.yaml", lambda p: _model("slabench.sla.prices.load_prices")(p)),
+    ("sla/*.yaml", lambda p: _model("slabench.sla.contract.load_contract")(p)),  # the example contracts
     ("sweeps/*.yaml", lambda p: _model("slabench.sweep.config.load_sweep")(p)),
     ("gpu-operator/*.yaml", _plain),  # Helm values and a ConfigMap for NVIDIA's charts: no local schema
     ("*/ci/*-values.yaml", _helm_values),

@@ -1,11 +1,14 @@
-"""vLLM replicas that follow demand (KEDA on vllm:num_requests_waiting), scale to zero off-hours, and stay within the
-NodePool's GPU limit — asserted on the real `helm template` output; and `slabench deploy` keeps replicas fixed."""
+"""vLLM replicas that follow demand (KEDA on the load per replica: running + waiting requests), scale to zero
+off-hours, and stay within the NodePool's GPU limit — asserted on the real `helm template` output; the rule the chart
+renders, run through the HPA's arithmetic on a queue of replicas, settles under a steady load, a ramp, a burst and
+idleness; and `slabench deploy` keeps replicas fixed."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
+from slabench.deploy.hpa import Fleet, Rule, desired_replicas, simulate
 from slabench.deploy.plan import serving_overrides
 from tests import platform_helpers
 from tests.platform_helpers import FLEET, SERVING, helm_template, one, render
@@ -26,13 +29,18 @@ def test_off_by_default_and_the_deployment_keeps_its_replicas():
     assert one(docs, "Deployment")["spec"]["replicas"] == 1
 
 
-def test_scales_the_deployment_on_the_vllm_queue_of_this_release():
+def test_scales_the_deployment_on_the_load_per_replica_of_this_release():
     so, dep = scaled()
     assert so["spec"]["scaleTargetRef"] == {"name": dep["metadata"]["name"]}
     assert "replicas" not in dep["spec"]  # the HPA owns it; a helm upgrade must not reset it
     queue = next(t for t in so["spec"]["triggers"] if t["type"] == "prometheus")["metadata"]
-    assert queue["query"] == 'sum(vllm:num_requests_waiting{namespace="slabench",service="t-vllm-serving"})'
-    assert queue["threshold"] == "16" and queue["ignoreNullValues"] == "true"
+    sel = '{namespace="slabench",service="t-vllm-serving"}'
+    assert queue["query"] == f"sum(vllm:num_requests_running{sel}) + sum(vllm:num_requests_waiting{sel})"
+    assert queue["threshold"] == "48"  # 0.75 of max_num_seqs 64
+    assert "metricType" not in queue  # KEDA's default, AverageValue: replicas = ⌈load ÷ 48⌉
+    assert queue["activationThreshold"] == "0" and queue["ignoreNullValues"] == "true"
+    wider = one(render(SERVING, "autoscaling.enabled=true", "model.maxNumSeqs=128"), "ScaledObject")
+    assert wider["spec"]["triggers"][0]["metadata"]["threshold"] == "96"
     # The series come from the chart's own ServiceMonitor (same Service, same namespace).
     sm = one(render(SERVING), "ServiceMonitor")
     assert sm["spec"]["namespaceSelector"]["matchNames"] == ["slabench"]
@@ -76,3 +84,77 @@ def test_slabench_deploy_measures_a_fixed_replica_count(tmp_path):
     sla = tmp_path / "sla.yaml"
     sla.write_text(SLA)
     assert serving_overrides(plan("--sla", str(sla), "--dry-run"))["autoscaling"] == {"enabled": False}
+
+
+# --- the rule the chart renders, through the HPA's arithmetic -------------------------------------------------------
+
+
+def rendered_rule(*values: str) -> tuple[Rule, Fleet]:
+    so = one(render(SERVING, *values, values_files=(SCENARIO,)), "ScaledObject")
+    trigger = next(t for t in so["spec"]["triggers"] if t["type"] == "prometheus")["metadata"]
+    assert "num_requests_waiting" in trigger["query"]
+    rule = Rule(counts_running="num_requests_running" in trigger["query"], target=float(trigger["threshold"]))
+    behavior = so["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    fleet = Fleet(
+        min_replicas=1,
+        max_replicas=so["spec"]["maxReplicaCount"],
+        poll_s=so["spec"]["pollingInterval"],
+        up_period_s=behavior["scaleUp"]["policies"][0]["periodSeconds"],
+        down_window_s=behavior["scaleDown"]["stabilizationWindowSeconds"],
+        down_period_s=behavior["scaleDown"]["policies"][0]["periodSeconds"],
+    )
+    return rule, fleet
+
+
+def settled(trace, t0: float) -> bool:
+    """From t0 on: one replica count, and no standing queue (what waits is gone within a poll)."""
+    tail = trace.since(t0)
+    return len(set(tail.replicas)) == 1 and max(tail.waiting) < 1.0
+
+
+def test_hpa_arithmetic_follows_kubernetes():
+    assert desired_replicas(2, 100, 48) == 2  # 100 / 96 = 1.04: within the 0.1 tolerance, keep
+    assert desired_replicas(2, 96, 48) == 2
+    assert desired_replicas(2, 140, 48) == 3
+    assert desired_replicas(3, 100, 48) == 3  # 100/144 = 0.69 → ⌈100/48⌉ = 3
+    assert desired_replicas(1, 0, 48) == 0
+
+
+HOUR = 3600.0
+
+
+def test_a_steady_load_settles_without_a_standing_queue():
+    """8 requests/s of 15 s each: 120 in flight, 2.5 replicas' worth at 48 — it holds 3, nothing waits."""
+    rule, fleet = rendered_rule()
+    trace = simulate(rule, lambda t: 8.0, 2 * HOUR, fleet)
+    assert settled(trace, HOUR) and trace.replicas[-1] == 3
+
+
+def test_a_ramp_scales_up_without_ever_scaling_down():
+    rule, fleet = rendered_rule()
+    trace = simulate(rule, lambda t: min(10.0, 1.0 + 9.0 * t / HOUR), 2 * HOUR, fleet)
+    assert trace.replicas == sorted(trace.replicas)  # never down while the load grows
+    # 10/s × 15 s = 150 in flight: 3 replicas carry 50 each, within the tolerance of 48 (and 192 slots)
+    assert settled(trace, 1.5 * HOUR) and trace.replicas[-1] == 3
+
+
+def test_a_burst_goes_to_the_maximum_then_back_to_the_minimum():
+    """The seed's burst, 20,000 requests in 195 s, then nothing."""
+    rule, fleet = rendered_rule()
+    trace = simulate(rule, lambda t: 20000 / 195 if t < 195 else 0.0, 2 * HOUR, fleet)
+    assert max(trace.replicas) == fleet.max_replicas
+    assert settled(trace, 1.5 * HOUR) and trace.replicas[-1] == fleet.min_replicas
+
+
+def test_idle_stays_at_the_minimum():
+    rule, fleet = rendered_rule()
+    trace = simulate(rule, lambda t: 0.0, HOUR, fleet)
+    assert set(trace.replicas) == {fleet.min_replicas}
+
+
+def test_the_queue_alone_would_not_hold_a_steady_load():
+    """The former rule, ⌈waiting ÷ 16⌉: with nothing queued it drops to the minimum, the queue comes back, and it
+    never settles."""
+    _, fleet = rendered_rule()
+    trace = simulate(Rule(counts_running=False, target=16), lambda t: 8.0, 2 * HOUR, fleet)
+    assert not settled(trace, HOUR)

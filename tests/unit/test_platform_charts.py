@@ -71,6 +71,16 @@ def test_startup_readiness_and_liveness_probes_all_hit_health():
     assert vllm["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
 
 
+def test_a_saturated_server_is_neither_taken_out_nor_restarted():
+    """Under a sweep's top level /health answers late: the only replica stays in the Service for a minute of late
+    answers, and is restarted only after three (a restart is a cold start)."""
+    vllm = container(one(render(SERVING), "Deployment"), "vllm")
+    ready, live = vllm["readinessProbe"], vllm["livenessProbe"]
+    assert ready["timeoutSeconds"] >= 10 and live["timeoutSeconds"] >= 10
+    assert ready["periodSeconds"] * ready["failureThreshold"] >= 60
+    assert live["periodSeconds"] * live["failureThreshold"] >= 180
+
+
 def test_vllm_args_come_from_values_and_serve_the_host_cache_path(tmp_path):
     values = tmp_path / "v.yaml"
     values.write_text(
@@ -278,6 +288,30 @@ def test_headless_burst_is_a_job_with_the_exact_ci_command_line():
     assert mounts["/config"]["readOnly"] is True
 
 
+def test_a_shape_is_loaded_by_master_and_workers_and_replaces_users_rate_and_run_time():
+    """The seed's burst in the cluster: `shape` adds shapes/burst.py to -f everywhere (the workers run its open-loop
+    dispatcher), and the headless master passes no -u/-r/-t — the queue decides the load and when the run ends."""
+    docs = render(LOCUST, "mode=headless", SLA, "shape=shapes/burst.py", "workers.replicas=8",
+                  "headless.extraArgs={--burst-kind,gamma}")  # fmt: skip
+    master = container(one(docs, "Job", "t-locust-master"), "master")
+    worker = container(one(docs, "Job", "t-locust-workers"), "worker")
+    assert master["args"] == [
+        "locust", "-f", "locustfiles/qa_grading.py,shapes/burst.py", "--master", "--expect-workers", "8",
+        "--headless", "--expect-workers-max-wait", "600", "--host", "http://vllm-serving:8000",
+        "--records", "/results/records.jsonl", "--sla", "/config/sla.yaml", "--burst-kind", "gamma",
+    ]  # fmt: skip
+    assert worker["args"][:3] == ["locust", "-f", "locustfiles/qa_grading.py,shapes/burst.py"]
+
+
+def test_several_locustfiles_are_accepted_but_a_shape_among_them_is_named_for_what_it_is():
+    ok = helm_template(LOCUST, set_values=(r"locustfile=locustfiles/qa_grading.py\,locustfiles/chat_replay.py",))
+    assert ok.returncode == 0, ok.stderr
+    assert "locustfiles/qa_grading.py,locustfiles/chat_replay.py" in ok.stdout
+    bad = helm_template(LOCUST, set_values=(r"locustfile=locustfiles/qa_grading.py\,shapes/burst.py",))
+    assert bad.returncode != 0
+    assert "names a load shape: set shape=shapes/<name>.py instead" in bad.stderr
+
+
 def test_headless_sweep_runs_slabench_sweep_without_workers():
     docs = render(LOCUST, values_files=(LOCUST / "ci" / "headless-sweep-values.yaml",))
     master = container(one(docs, "Job"), "master")
@@ -289,6 +323,22 @@ def test_headless_sweep_runs_slabench_sweep_without_workers():
     assert mounts["/app/runs"]["name"] == "results"  # the sweep's tree is uploaded with the results
     assert "OPENAI_API_KEY" in env_of(master)  # the sweep sends the requests itself
     assert not [d for d in docs if d["metadata"]["name"].endswith("-workers")]
+
+
+def test_a_sweeps_directory_is_the_root_of_its_results():
+    """Results land at <results.s3Uri> (and `slabench deploy` puts them in runs/<run-id>/) for a sweep as for a burst:
+    the sweep is named by the run id and its own directory is what gets uploaded, next to the exit code."""
+    docs = render(LOCUST, "headless.runId=r-5", values_files=(LOCUST / "ci" / "headless-sweep-values.yaml",))
+    master = container(one(docs, "Job"), "master")
+    assert master["args"][-2:] == ["--sweep-id", "r-5"]
+    assert master["args"][master["args"].index("--output-dir") + 1] == "/app/runs"
+    mounts = {m["mountPath"]: m for m in master["volumeMounts"]}
+    assert mounts["/app/runs"]["subPath"] == "runs" and mounts["/results"]["name"] == "results"
+    assert env_of(master)["RESULTS_DIR"] == "/results/runs/r-5"  # = /app/runs/r-5, the sweep's directory
+    burst = container(
+        one(render(LOCUST, "mode=headless", SLA, "headless.runId=r-6"), "Job", "t-locust-master"), "master"
+    )
+    assert burst["args"][-2:] == ["--run-id", "r-6"] and env_of(burst)["RESULTS_DIR"] == "/results"
 
 
 def test_headless_without_an_sla_fails_with_the_fix():
@@ -436,3 +486,21 @@ def test_the_locust_web_ui_behind_an_alb_requires_a_login():
     assert ann["alb.ingress.kubernetes.io/auth-on-unauthenticated-request"] == "authenticate"
     assert json.loads(ann["alb.ingress.kubernetes.io/auth-idp-oidc"])["secretName"] == "locust-oidc-client"
     assert ann["alb.ingress.kubernetes.io/listen-ports"] == '[{"HTTPS": 443}]'
+
+
+@pytest.mark.parametrize("family", ["g5", "g6", "g7"])
+def test_each_whole_card_family_has_serving_values_that_land_on_its_pool_and_fit_the_workload(family):
+    """The 24 GB cards (g5 A10G, g6 L4) and g7's RTX PRO 4500 get their own values file: pinned to a pool that
+    launches that family, and a context that holds the workload's longest request (the chart once refused ~1 %)."""
+    from slabench.deploy.context import longest_request
+    from tests.platform_helpers import FLEET
+
+    dep = one(render(SERVING, values_files=(SERVING / "ci" / f"{family}-values.yaml",)), "Deployment")
+    selector = pod_spec(dep)["nodeSelector"]
+    assert selector["karpenter.k8s.aws/instance-family"] == family
+    pools = {d["metadata"]["name"]: d for d in render(FLEET) if d["kind"] == "NodePool"}
+    requirements = pools[selector["karpenter.sh/nodepool"]]["spec"]["template"]["spec"]["requirements"]
+    (families,) = [r["values"] for r in requirements if r["key"] == "karpenter.k8s.aws/instance-family"]
+    assert family in families
+    args = container(dep, "vllm")["args"]
+    assert int(args[args.index("--max-model-len") + 1]) >= longest_request(str(ROOT / "datasets"), "verbose").total

@@ -31,6 +31,14 @@ def test_the_cluster_config_is_valid_for_eksctl():
     assert [f"{list(e.absolute_path)}: {e.message}" for e in errors] == []
 
 
+def test_kubernetes_is_the_version_the_platform_is_built_for():
+    """1.36, the seed's (1.33 left EKS standard support in July 2026); the charts accept it."""
+    assert config()["metadata"]["version"] == "1.36"
+    for chart in ("helm/locust", "helm/vllm-serving", "karpenter", "observability"):
+        kube_version = yaml.safe_load((ROOT / chart / "Chart.yaml").read_text())["kubeVersion"]
+        assert kube_version == ">=1.30.0-0", chart
+
+
 def test_an_unknown_key_is_caught():
     bad = config()
     bad["managedNodeGroups"][0]["instancetype"] = "m7i.xlarge"

@@ -12,7 +12,7 @@ import yaml
 from slabench.core.errors import UserError
 from slabench.deploy import cli
 from slabench.deploy.kube import exit_code_of, job_state_of, rollout_of
-from slabench.deploy.plan import locust_overrides, merge_values, serving_overrides
+from slabench.deploy.plan import locust_overrides, locust_values, merge_values, serving_overrides
 from slabench.deploy.results import local_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +65,28 @@ def plan(*argv: str):
     return cli.plan_from_args(parse(*argv))
 
 
+SUITE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/slabench/suite"
+
+
+@pytest.fixture(autouse=True)
+def suite_image(monkeypatch):
+    """As in docs/eks.md step 0: the suite image pushed, named once in the environment."""
+    monkeypatch.setenv("SUITE_IMAGE", f"{SUITE}:0.1.0")
+
+
+def test_one_suite_image_feeds_the_locust_pods_and_the_weight_cache(sla, monkeypatch):
+    p = plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci")
+    assert locust_overrides(p, "http://x:1")["image"] == {"repository": SUITE, "tag": "0.1.0", "digest": ""}
+    assert serving_overrides(p)["weightCache"]["image"] == {"repository": SUITE, "tag": "0.1.0", "digest": ""}
+    pinned = plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--suite-image", f"{SUITE}@sha256:{'0' * 64}")
+    assert serving_overrides(pinned)["weightCache"]["image"] == {"repository": SUITE, "digest": f"sha256:{'0' * 64}"}
+    with pytest.raises(UserError, match="--suite-image: 'suite' is not REGISTRY/REPO:TAG"):
+        plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--suite-image", "suite")
+    monkeypatch.delenv("SUITE_IMAGE")
+    with pytest.raises(UserError, match="--suite-image: set SUITE_IMAGE"):
+        plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci")
+
+
 def test_merge_values_follows_helm_maps_merge_lists_replace():
     base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
     over = {"a": {"c": [3]}, "e": {"f": 2}}
@@ -78,31 +100,111 @@ def test_flags_map_to_serving_values(sla):
              "--serving-role-arn", "arn:aws:iam::123456789012:role/r", "--dry-run")  # fmt: skip
     assert serving_overrides(p) == {
         "autoscaling": {"enabled": False},
+        "replicaCount": 1,  # the contract's deployment.replicas (default 1)
         "aws": {"region": "eu-west-1"},
         "model": {"name": "org/m", "revision": "abc", "servedName": "qa"},
-        "weightCache": {"bucket": "models-bkt", "prefix": "weights/v1"},
+        "weightCache": {
+            "bucket": "models-bkt",
+            "prefix": "weights/v1",
+            "image": {"repository": SUITE, "tag": "0.1.0", "digest": ""},
+        },
         "serviceAccount": {"roleArn": "arn:aws:iam::123456789012:role/r"},
         "apiKey": {"secretName": "k"},
     }
 
 
-def test_unset_flags_leave_chart_defaults_alone(sla):
+def test_unset_flags_leave_chart_defaults_alone(sla, monkeypatch):
+    monkeypatch.delenv("SUITE_IMAGE")
     assert serving_overrides(plan("--sla", str(sla), "--dry-run")) == {
         "autoscaling": {"enabled": False},
+        "replicaCount": 1,  # the contract's deployment.replicas (default 1)
         "aws": {"region": "us-east-1"},
     }
 
 
 def test_flags_map_to_a_headless_locust_run(sla):
-    p = plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--run-id", "r7", "--users", "64",
+    p = plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--run-id", "r7", "--kind", "users", "--users", "64",
              "--spawn-rate", "8", "--run-time", "195s", "--workers", "6")  # fmt: skip
     v = locust_overrides(p, "http://svc.ns.svc:8000")
     assert v["mode"] == "headless" and v["targetHost"] == "http://svc.ns.svc:8000"
     assert v["headless"] == {"kind": "burst", "users": 64, "spawnRate": 8.0, "runTime": "195s",
-                             "extraArgs": ["--run-id", "r7"]}  # fmt: skip
+                             "runId": "r7", "extraArgs": []}  # fmt: skip
+    assert v["shape"] == ""  # closed loop: the users, no shape
     assert v["workers"] == {"replicas": 6}
     assert v["config"] == {"sla": SLA}
     assert v["results"] == {"s3Uri": "s3://res-bkt/ci/r7/"}
+
+
+def test_the_contracts_replicas_are_set_on_the_release_or_a_different_count_refused(tmp_path):
+    sla = tmp_path / "sla.yaml"
+    sla.write_text(
+        SLA.replace("deployment: {instance_type: g6e.xlarge}", "deployment: {instance_type: g6e.xlarge, replicas: 3}")
+    )
+    assert serving_overrides(plan("--sla", str(sla), "--dry-run"))["replicaCount"] == 3
+    same, other = tmp_path / "same.yaml", tmp_path / "other.yaml"
+    same.write_text("replicaCount: 3\n")
+    other.write_text("replicaCount: 2\n")
+    assert serving_overrides(plan("--sla", str(sla), "--dry-run", "--serving-values", str(same)))["replicaCount"] == 3
+    with pytest.raises(UserError) as e:
+        plan("--sla", str(sla), "--dry-run", "--serving-values", str(same), "--serving-values", str(other))
+    assert str(e.value) == (
+        f"--serving-values {other}: replicaCount 2 is not the contract's deployment.replicas 3 ({sla}) — the run "
+        "would be graded and priced as 3; make them agree"
+    )
+
+
+def test_the_default_burst_replays_the_queue_with_the_shape(sla, tmp_path):
+    """--kind burst is the seed's open-loop queue (the burst shape), not closed-loop users; a values file's own
+    headless.extraArgs are kept before the run's flags."""
+    values = tmp_path / "locust.yaml"
+    values.write_text("headless:\n  extraArgs: [--burst-stride, '50']\n")
+    p = plan("--sla", str(sla), "--dry-run", "--run-id", "r8", "--burst-time-scale", "10", "--locust-values",
+             str(values))  # fmt: skip
+    v = locust_values(p, "http://svc:8000")
+    assert v["shape"] == "shapes/burst.py" and v["headless"]["kind"] == "burst"
+    assert "users" not in v["headless"]
+    assert v["headless"]["extraArgs"] == ["--burst-stride", "50", "--burst-time-scale", "10"]
+    assert v["headless"]["runId"] == "r8"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--users", "8"), "--users: --kind burst sets its own load"),
+        (("--kind", "sweep", "--run-time", "1m"), "--run-time: --kind sweep sets its own load"),
+        (("--kind", "users", "--burst-time-scale", "10"), "--burst-time-scale: only for --kind burst"),
+        (("--burst-time-scale", "0"), "--burst-time-scale: must be greater than 0"),
+    ],
+)
+def test_load_flags_must_fit_the_kind(sla, sweep, argv, message):
+    with pytest.raises(UserError, match=message):
+        plan("--sla", str(sla), "--sweep", str(sweep), "--dry-run", *argv)
+
+
+def test_the_sweeps_cpu_request_follows_its_load_processes(sla, sweep, tmp_path):
+    """A sweep sends its load from the Job pod: one core per locust process, plus the master's."""
+    one = locust_overrides(plan("--sla", str(sla), "--kind", "sweep", "--sweep", str(sweep), "--dry-run"), "http://x:1")
+    assert one["master"]["resources"]["requests"] == {"cpu": "2", "memory": "2Gi"}
+    four = tmp_path / "sweep4.yaml"
+    four.write_text(SWEEP.replace("run: {duration_s: 30}", "run: {duration_s: 30, processes: 4}"))
+    v = locust_overrides(plan("--sla", str(sla), "--kind", "sweep", "--sweep", str(four), "--dry-run"), "http://x:1")
+    assert v["master"]["resources"] == {"requests": {"cpu": "5", "memory": "5Gi"}, "limits": {"memory": "10Gi"}}
+    assert "master" not in locust_overrides(plan("--sla", str(sla), "--dry-run"), "http://x:1")  # burst: workers
+
+
+def test_server_metrics_come_from_the_service_never_the_alb(sla, tmp_path):
+    """The ALB routes only /v1: the master scrapes the Service's /metrics — with one replica, since through a Service
+    each scrape reaches a random pod; with more, none."""
+    svc = "http://vllm-serving.slabench.svc:8000"
+    v = locust_overrides(plan("--sla", str(sla), "--dry-run", "--target", "alb"), "http://alb.example", None, svc)
+    args = v["headless"]["extraArgs"]
+    assert args[args.index("--server-metrics") + 1] == f"{svc}/metrics"
+    two = tmp_path / "two.yaml"
+    two.write_text(
+        SLA.replace("deployment: {instance_type: g6e.xlarge}", "deployment: {instance_type: g6e.xlarge, replicas: 2}")
+    )
+    args = locust_overrides(plan("--sla", str(two), "--dry-run"), svc, None, svc)["headless"]["extraArgs"]
+    assert args[args.index("--server-metrics") + 1] == "off"
 
 
 def test_sweep_needs_its_config(sla, sweep):
@@ -111,7 +213,7 @@ def test_sweep_needs_its_config(sla, sweep):
     p = plan("--sla", str(sla), "--kind", "sweep", "--sweep", str(sweep), "--dry-run", "--run-id", "r3")
     v = locust_overrides(p, "http://x:1")
     assert v["config"]["sweep"] == SWEEP
-    assert v["headless"]["extraArgs"] == ["--sweep-id", "r3"]  # the sweep's directory is named by the run id
+    assert v["headless"]["runId"] == "r3"  # the sweep's directory is named by the run id
 
 
 # --- contents of the contract and the sweep config (issue 18: a bad contract never reaches the cluster) ---------
@@ -169,7 +271,7 @@ def test_dry_run_command_exits_3_with_one_line_and_renders_nothing(tmp_path, cap
         (("--run-id", "../x"), "--run-id"),
         (("--charts-dir", "/nonexistent"), "--charts-dir: /nonexistent/vllm-serving is not a chart"),
         (("--weights-s3", "https://x"), "--weights-s3: 'https://x' is not an s3:// URL"),
-        (("--users", "0"), "--users: must be at least 1"),
+        (("--kind", "users", "--users", "0"), "--users: must be at least 1"),
     ],
 )
 def test_bad_flags_name_the_flag(sla, argv, message):

@@ -111,6 +111,15 @@ def test_every_pool_consolidates_to_zero_and_has_limits():
     assert pools()["gpu-whole"]["spec"]["limits"]["nvidia.com/gpu"] == "8"
 
 
+def test_drift_and_expiry_never_drain_a_node_mid_run():
+    """do-not-disrupt on the pods does not stop drift once a terminationGracePeriod is set, and expiry is no budgeted
+    disruption: every pool gives drift a zero budget and never expires its nodes."""
+    for name, pool in pools().items():
+        spec = pool["spec"]
+        assert {"nodes": "0", "reasons": ["Drifted"]} in spec["disruption"]["budgets"], name
+        assert spec["template"]["spec"]["expireAfter"] == "Never", name
+
+
 def test_node_classes_pin_al2023_use_raid0_for_gpus_and_imdsv2():
     classes = {d["metadata"]["name"]: d["spec"] for d in render(FLEET) if d["kind"] == "EC2NodeClass"}
     assert set(classes) == {"gpu", "gpu-blackwell", "cpu"}
@@ -120,7 +129,11 @@ def test_node_classes_pin_al2023_use_raid0_for_gpus_and_imdsv2():
         assert spec["metadataOptions"]["httpTokens"] == "required"
         assert spec["metadataOptions"]["httpPutResponseHopLimit"] == 1
         assert spec["blockDeviceMappings"][0]["ebs"]["encrypted"] is True
-        assert spec["subnetSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": "slabench"}}]
+        # private subnets only, and no public address even in a subnet that would give one
+        assert spec["subnetSelectorTerms"] == [
+            {"tags": {"karpenter.sh/discovery": "slabench", "kubernetes.io/role/internal-elb": "1"}}
+        ]
+        assert spec["associatePublicIPAddress"] is False
     assert classes["gpu"]["instanceStorePolicy"] == "RAID0"
     assert classes["gpu-blackwell"]["instanceStorePolicy"] == "RAID0"
     assert "instanceStorePolicy" not in classes["cpu"]

@@ -17,6 +17,7 @@ while :; do
 done
 trap - TERM INT
 
+mkdir -p "$results_dir" 2>/dev/null  # a sweep that stopped before creating its directory still reports
 printf '%s\n' "$verdict" >"$results_dir/exit-code" || echo "run-job: cannot write $results_dir/exit-code" >&2
 if [ -n "${RESULTS_S3_URI:-}" ]; then
   if ! slabench results upload "$results_dir" "$RESULTS_S3_URI"; then

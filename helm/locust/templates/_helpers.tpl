@@ -49,11 +49,17 @@ app.kubernetes.io/part-of: slabench
 {{- if or (eq .Values.mode "web") (eq .Values.headless.kind "burst") }}true{{ end }}
 {{- end }}
 
+{{/* What -f loads: the locustfile(s), then the shape file if one is set. Workers load it too: the shape's
+     options and its open-loop dispatcher live in that module. */}}
+{{- define "locust.files" -}}
+{{- if .Values.shape }}{{ printf "%s,%s" .Values.locustfile .Values.shape }}{{ else }}{{ .Values.locustfile }}{{ end }}
+{{- end }}
+
 {{/* Flags both the master and the workers need. */}}
 {{- define "locust.commonArgs" -}}
 - locust
 - -f
-- {{ .Values.locustfile }}
+- {{ include "locust.files" . }}
 {{- if .Values.apiKey.secretName }}
 - --api-key-env
 - {{ .Values.apiKey.envVar }}
@@ -78,6 +84,10 @@ app.kubernetes.io/part-of: slabench
 {{- /* Under the uploaded results volume, whatever output_dir the config names (the root filesystem is read-only). */}}
 - --output-dir
 - /app/runs
+{{- with .Values.headless.runId }}
+- --sweep-id
+- {{ . | quote }}
+{{- end }}
 {{- else }}
 {{ include "locust.commonArgs" . | trim }}
 - --master
@@ -87,12 +97,15 @@ app.kubernetes.io/part-of: slabench
 - --headless
 - --expect-workers-max-wait
 - {{ .Values.headless.expectWorkersMaxWaitSeconds | quote }}
+{{- /* A shape drives users, rate and the end of the run itself (an open-loop queue ends when it has drained). */}}
+{{- if not .Values.shape }}
 - -u
 - {{ .Values.headless.users | quote }}
 - -r
 - {{ .Values.headless.spawnRate | quote }}
 - -t
 - {{ .Values.headless.runTime | quote }}
+{{- end }}
 {{- end }}
 - --host
 - {{ .Values.targetHost }}
@@ -101,6 +114,10 @@ app.kubernetes.io/part-of: slabench
 {{- if include "locust.hasSla" . }}
 - --sla
 - /config/sla.yaml
+{{- end }}
+{{- if and (eq .Values.mode "headless") .Values.headless.runId }}
+- --run-id
+- {{ .Values.headless.runId | quote }}
 {{- end }}
 {{- end }}
 {{- if eq .Values.mode "headless" }}
@@ -234,7 +251,8 @@ affinity:
     {{- include "locust.env" (dict "ctx" . "apiKey" (eq .Values.headless.kind "sweep")) | nindent 4 }}
     {{- if eq .Values.mode "headless" }}
     - name: RESULTS_DIR
-      value: /results
+      {{- /* a sweep's own directory (the results volume's runs/<id>), so its files are the results' root */}}
+      value: {{ if and (eq .Values.headless.kind "sweep") .Values.headless.runId }}{{ printf "/results/runs/%s" .Values.headless.runId }}{{ else }}/results{{ end }}
     - name: RESULTS_S3_URI
       value: {{ .Values.results.s3Uri | quote }}
     {{- if include "locust.readsNodes" . }}

@@ -1,4 +1,7 @@
 {{- /* Combinations the schema cannot express; failing here names the value to change. */}}
+{{- if regexMatch "(^|,)(\\./)?shapes/" .Values.locustfile }}
+{{- fail (printf "locustfile %s names a load shape: set shape=shapes/<name>.py instead (with a shape, headless mode passes no -u/-r/-t)" .Values.locustfile) }}
+{{- end }}
 {{- if eq .Values.mode "headless" }}
 {{- if not (include "locust.hasSla" .) }}
 {{- fail "mode=headless grades the run, so it needs the SLA contract: set config.sla (slabench deploy --sla FILE) or config.existingConfigMap" }}

@@ -63,3 +63,8 @@ app.kubernetes.io/part-of: slabench
 {{- define "vllm-serving.modelPath" -}}
 {{- printf "%s/%s" (trimSuffix "/" .Values.weightCache.mountPath) (include "vllm-serving.modelKey" .) }}
 {{- end }}
+
+{{/* Requests (running + waiting) each replica should carry under autoscaling: a share of max_num_seqs. */}}
+{{- define "vllm-serving.loadPerReplica" -}}
+{{- max 1 (floor (mulf (float64 .Values.model.maxNumSeqs) (float64 .Values.autoscaling.targetUtilization))) | int }}
+{{- end }}
