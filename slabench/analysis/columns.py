@@ -22,7 +22,8 @@ from numpy.typing import NDArray
 
 from slabench.core.boundary import repeat_message, repeated_id, table_problem
 from slabench.core.errors import UserError
-from slabench.core.record import FIELD_TYPES, RequestRecord, StageUnit
+from slabench.core.files import read_text
+from slabench.core.record import FIELD_TYPES, ErrorCategory, Outcome, RequestRecord, StageUnit
 from slabench.core.schema import RECORD
 from slabench.core.sinks import ARROW_SCHEMA, read_parquet, read_records
 
@@ -54,8 +55,6 @@ COLUMNS = [
     "autofail_fn",
     "pass_agree",
 ]
-# Read beside COLUMNS only to check what the rows are (slabench.core.schema): never used for figures.
-CHECK_COLUMNS = ["request_id", "kind", "schema_version", "schema_minor"]
 EXCLUDED_PHASES = ("warmup", "cooldown")  # not steady state
 
 Floats = NDArray[np.float64]
@@ -86,10 +85,11 @@ def _not_this_schema(t: pa.Table) -> bool:
     kind = t.column("kind")
     if pc.any(pc.less(minor, 0)).as_py() or pc.any(pc.not_equal(kind, RECORD.kind)).as_py():
         return True
-    if "stage_unit" in t.column_names:
-        unit = t.column("stage_unit")
-        if not pc.all(pc.or_(pc.is_null(unit), pc.is_in(unit, pa.array([str(u) for u in StageUnit])))).as_py():
-            return True
+    for name, values in (("stage_unit", StageUnit), ("outcome", Outcome), ("error_category", ErrorCategory)):
+        if name in t.column_names:  # a value no enum of the record has (an outcome "12" was graded as not OK)
+            col = t.column(name)
+            if not pc.all(pc.or_(pc.is_null(col), pc.is_in(col, pa.array([str(v) for v in values])))).as_py():
+                return True
     kindless = pc.is_null(kind)  # only rows written before kinds were stamped may lack one
     return bool(pc.any(pc.and_(kindless, pc.greater_equal(minor, RECORD.kindless_before_minor))).as_py())
 
@@ -111,7 +111,8 @@ def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
             return schema.empty_table().select(columns)
         else:
             opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-            table = pj.read_json(p, parse_options=opts)
+            text = read_text(p, cut_tail=True)  # UTF-8 text, as the record reader requires (Arrow skips ignored keys)
+            table = pj.read_json(pa.BufferReader(text.encode()), parse_options=opts)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         # A run killed mid-write leaves a partial last line; the sink's reader knows how to skip exactly that
         # (and names the line of any other bad one, or of a row of another schema).

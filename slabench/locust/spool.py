@@ -113,9 +113,10 @@ def _began(meta: Any) -> tuple[str, dict[str, Any]]:
     """A `began` line's request id and meta, checked as the record fields they become (a stand-in record)."""
     if not isinstance(meta, dict):
         raise ValueError("began is not a JSON object")
-    rid = meta.get("request_id")
-    if not isinstance(rid, str) or not rid:
-        raise ValueError(f"began request_id is {rid!r}; a request id is text")
+    for name in ("run_id", "request_id"):  # a stand-in record needs both
+        if not isinstance(meta.get(name), str) or not meta[name]:
+            raise ValueError(f"began {name} is {meta.get(name)!r}; it is text")
+    rid = meta["request_id"]
     fields = [f for f in META_FIELDS if f in meta]
     if (why := row_problem(meta, FIELD_TYPES, fields)) is not None:
         raise ValueError(why)

@@ -157,15 +157,17 @@ def _spool(tmp_path: Path, lines: list[str]) -> Path:
     [
         (json.dumps(rows(1)[0]).replace('"sent": 0.0', '"sent": NaN'), "w1.jsonl:2: not a spool or records line (NaN"),
         (json.dumps({**rows(1)[0], "prompt_tokens": "100"}), "w1.jsonl:2: not a spool or records line (prompt_tokens"),
-        (json.dumps({"began": {"request_id": "x", "started_wall": float("inf")}}).replace("Infinity", "1e999"),
-         "w1.jsonl:2: not a spool or records line (1e999 is too large"),
-        (json.dumps({"began": {"request_id": "x", "scheduled": "soon"}}), "w1.jsonl:2: not a spool or records line "
-         "(scheduled is 'soon' (str); the schema says a number)"),
-        (json.dumps({"began": {"request_id": ["x"]}}), "w1.jsonl:2: not a spool or records line (began request_id"),
+        (json.dumps({"began": {"run_id": "r", "request_id": "x", "started_wall": float("inf")}}).replace(
+            "Infinity", "1e999"), "w1.jsonl:2: not a spool or records line (1e999 is too large"),
+        (json.dumps({"began": {"run_id": "r", "request_id": "x", "scheduled": "soon"}}), "w1.jsonl:2: not a spool or "
+         "records line (scheduled is 'soon' (str); the schema says a number)"),
+        (json.dumps({"began": {"run_id": "r", "request_id": ["x"]}}), "w1.jsonl:2: not a spool or records line "
+         "(began request_id is ['x']; it is text)"),
+        (json.dumps({"began": {"request_id": "x"}}), "w1.jsonl:2: not a spool or records line (began run_id is None"),
         (json.dumps({"began": "x"}), "w1.jsonl:2: not a spool or records line (began is not a JSON object)"),
         (json.dumps(rows(1)[0]), "w1.jsonl: request q0 has 2 records (lines 1, 2)"),
     ],
-    ids=["nan", "quoted-count", "began-inf", "began-type", "began-id", "began-not-object", "twice"],
+    ids=["nan", "quoted-count", "began-inf", "began-type", "began-id", "began-no-run", "began-not-object", "twice"],
 )  # fmt: skip
 def test_recover_refuses_a_spool_line_that_breaks_the_boundary(tmp_path, capsys, line, says):
     """`slabench recover` (and the master reading a lost worker's spool) read spools through the same boundary:
@@ -218,3 +220,27 @@ def test_a_good_record_passes_and_loads_reads_standard_json():
     assert row_problem(row, FIELD_TYPES) is None and RequestRecord.from_dict(row) == record(0)
     assert loads('{"a": [1, 2.5, -3e-2, "NaN"]}') == {"a": [1, 2.5, -0.03, "NaN"]}
     assert table_problem(pa.Table.from_pylist(rows(5), schema=ARROW_SCHEMA), FIELD_TYPES) is None
+
+
+def test_server_metrics_prompts_and_manifests_refuse_what_they_cannot_use(tmp_path):
+    """Found by the fuzz suite: a scrape line without its maps, a prompt's NaN max_tokens and a manifest's quoted
+    warm-up were tracebacks (or, for the prompt, a NaN request limit); each is one line now."""
+    from slabench.analysis.aggregate import aggregate
+    from slabench.core.prompts import FilePrompts
+    from slabench.evidence.scrape import read_scrapes
+    from tests.analysis_helpers import write_run
+
+    scrapes = tmp_path / "server_metrics.jsonl"
+    scrapes.write_text('{"run_id": "r", "t": 1.0, "gauges": {}}\n{"run_id": "r", "t": 2.0, "gauges": 5}\n')
+    with pytest.raises(UserError, match=r"server_metrics\.jsonl:2: not a server-metrics scrape \(gauges is 5"):
+        read_scrapes(scrapes, "r")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"messages": [{"role": "user", "content": "hi"}], "max_tokens": NaN}\n')
+    with pytest.raises(UserError, match=r"p\.jsonl:1: NaN is not a JSON number"):
+        FilePrompts(prompts)
+    root = tmp_path / "sweep"
+    run = write_run(root, 1, 1, [record(i, sent=0.5 * i) for i in range(4)])
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**manifest, "warmup_s": "10"}))
+    with pytest.raises(UserError, match=r"manifest\.json: warmup_s is '10'; it is a non-negative number of seconds"):
+        aggregate(root)
