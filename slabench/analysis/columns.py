@@ -55,12 +55,6 @@ COLUMNS = [
     "pass_agree",
 ]
 EXCLUDED_PHASES = ("warmup", "cooldown")  # not steady state
-# Read beside COLUMNS to check the rows (schema, enums, the record boundary's numbers and times): free text needs
-# nothing beyond its Arrow type.
-BOUNDARY_COLUMNS = [
-    "request_id", "kind", "schema_version", "schema_minor", "outcome", "error_category", "stage_unit",
-    *(f.name for f in ARROW_SCHEMA if not pa.types.is_string(f.type)),
-]  # fmt: skip
 
 Floats = NDArray[np.float64]
 # A list column's (flat values, per-row lengths, per-row start offsets): float times or integer token counts.
@@ -105,7 +99,7 @@ def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
     such line)."""
     p = Path(path)
     columns = list(columns)
-    read = columns + [c for c in dict.fromkeys(BOUNDARY_COLUMNS) if c not in columns]
+    read = columns + [c for c in ARROW_SCHEMA.names if c not in columns]  # every field: one boundary for all
     schema = pa.schema([ARROW_SCHEMA.field(c) for c in read])
     if not p.exists():
         raise UserError(f"{p}: no such records file")
