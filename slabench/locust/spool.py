@@ -113,10 +113,11 @@ def _began(meta: Any) -> tuple[str, dict[str, Any]]:
     """A `began` line's request id and meta, checked as the record fields they become (a stand-in record)."""
     if not isinstance(meta, dict):
         raise ValueError("began is not a JSON object")
-    for name in ("run_id", "request_id"):  # a stand-in record needs both
-        if not isinstance(meta.get(name), str) or not meta[name]:
-            raise ValueError(f"began {name} is {meta.get(name)!r}; it is text")
-    rid = meta["request_id"]
+    rid, run_id = meta.get("request_id"), meta.get("run_id")
+    if not isinstance(rid, str) or not rid:  # a stand-in record needs both
+        raise ValueError(f"began request_id is {rid!r}; it is text")
+    if not isinstance(run_id, str):
+        raise ValueError(f"began run_id is {run_id!r}; it is text")
     fields = [f for f in META_FIELDS if f in meta]
     if (why := row_problem(meta, FIELD_TYPES, fields)) is not None:
         raise ValueError(why)
