@@ -379,6 +379,7 @@ def _prompts_hold(result: Any, path: Path) -> None:
 def _tokenizer(folder: Path) -> Path:
     from tests.tokenizer_helpers import build_coarse_tokenizer
 
+    (folder / "tok").mkdir()
     d = build_coarse_tokenizer(folder / "tok")
     config = {"chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}", "eos_token": "</s>"}
     (d / "tokenizer_config.json").write_text(json.dumps(config))
@@ -386,9 +387,9 @@ def _tokenizer(folder: Path) -> Path:
 
 
 def _load_tokenizer(path: Path) -> Any:
-    from slabench.core.tokens import ServedTokenizer
+    from slabench.core.tokens import ChatTokenizer
 
-    tok = ServedTokenizer(path.parent)
+    tok = ChatTokenizer(path.parent)
     return tok.count([{"role": "user", "content": "hello there"}])
 
 

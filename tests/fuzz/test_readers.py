@@ -30,9 +30,9 @@ EXAMPLES = int(os.environ.get("SLABENCH_FUZZ_EXAMPLES", "25"))
 _BUILT: dict[str, tuple[Path, Path]] = {}  # entry → (its valid folder, the file to mutate), built once per session
 
 
-def _valid(entry: Entry) -> tuple[Path, Path]:
+def _valid(entry: Entry, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     if entry.name not in _BUILT:
-        folder = Path(tempfile.mkdtemp(prefix=f"fuzz-{entry.name}-"))
+        folder = tmp_path_factory.mktemp(f"fuzz-{entry.name}")
         _BUILT[entry.name] = folder, entry.build(folder).relative_to(folder)
     return _BUILT[entry.name]
 
@@ -100,8 +100,8 @@ def _says_where(e: UserError, work: Path) -> None:
     [pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=e.xfail)) if e.xfail else e for e in ENTRIES],
     ids=[e.name for e in ENTRIES],
 )
-def test_any_input_is_one_error_line_or_a_result_that_holds(entry: Entry) -> None:
-    folder, target = _valid(entry)
+def test_any_input_is_one_error_line_or_a_result_that_holds(entry: Entry, tmp_path_factory) -> None:
+    folder, target = _valid(entry, tmp_path_factory)
     good = (folder / target).read_bytes()
 
     for path, value in entry.seeds:  # the known hostile inputs first, every run
