@@ -117,6 +117,8 @@ def discover(
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such directory; pass a sweep directory (runs/<sweep-id>) or a records file")
     sweep = SWEEP.read_json(run_dir / "sweep.json", missing_ok=True)
+    if sweep is not None:
+        _checked(sweep, run_dir / "sweep.json", SWEEP_FIELDS)
     sources = sweep_runs(run_dir, warmup_s, warnings)
     if not sources and (single := _records_file(run_dir)) is not None:
         return _stepped(single, warmup_s), sweep
@@ -140,7 +142,8 @@ def sweep_runs(run_dir: Path, warmup_s: float | None, warnings: list[str]) -> li
                     f"{rdir / 'manifest.json'}: missing, so whether run {level}/{repeat} finished is unknown; re-run "
                     f"it with `slabench sweep --config <its config> --resume {run_dir}`, or remove {rdir}"
                 )
-            status = (manifest or {}).get("status", "complete")
+            manifest = _checked(manifest or {}, rdir / "manifest.json", MANIFEST_FIELDS)
+            status = manifest.get("status", "complete")
             where = f"{level}/{repeat}"
             if status != "complete":
                 warnings.append(f"run {where} left out: its manifest says {status!r} (re-run with --resume)")
@@ -149,9 +152,30 @@ def sweep_runs(run_dir: Path, warmup_s: float | None, warnings: list[str]) -> li
             if path is None:
                 warnings.append(f"run {where} left out: no records file")
                 continue
-            w = warmup_s if warmup_s is not None else float((manifest or {}).get("warmup_s", 0.0))
-            sources.append(RunSource(level, repeat, path, w, (manifest or {}).get("run_id")))
+            w = warmup_s if warmup_s is not None else float(manifest.get("warmup_s", 0.0))
+            sources.append(RunSource(level, repeat, path, w, manifest.get("run_id")))
     return sources
+
+
+def _is_count(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
+# The fields of sweep.json and a run's manifest.json the summary is built from, as `slabench sweep` writes them.
+SWEEP_FIELDS = (("levels", lambda v: isinstance(v, list) and all(map(_is_count, v)), "a list of user counts"),)
+MANIFEST_FIELDS = (
+    ("status", lambda v: isinstance(v, str), "text"),
+    ("run_id", lambda v: v is None or isinstance(v, str), "text"),
+    ("warmup_s", lambda v: type(v) in (int, float) and v >= 0, "a non-negative number of seconds"),
+)
+
+
+def _checked(doc: dict[str, Any], path: Path, fields: tuple[tuple[str, Any, str], ...]) -> dict[str, Any]:
+    """`doc`, when its `fields` are of the types `slabench sweep` writes; else one line naming the field."""
+    for key, ok, what in fields:
+        if key in doc and not ok(doc[key]):
+            raise UserError(f"{path}: {key} is {doc[key]!r}; it is {what} — was the file edited?")
+    return doc
 
 
 def _stepped(path: Path, warmup_s: float | None) -> list[RunSource]:

@@ -21,8 +21,9 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 from numpy.typing import NDArray
 
+from slabench.core.boundary import repeat_message, repeated_id, table_problem
 from slabench.core.errors import UserError
-from slabench.core.record import RequestRecord, StageUnit
+from slabench.core.record import FIELD_TYPES, ErrorCategory, Outcome, RequestRecord, StageUnit
 from slabench.core.schema import RECORD
 from slabench.core.sinks import ARROW_SCHEMA, read_parquet, read_records
 from slabench.evidence.run_status import Stall
@@ -56,12 +57,6 @@ COLUMNS = [
     "autofail_fn",
     "pass_agree",
 ]
-# Read beside COLUMNS only to check what the rows are (slabench.core.schema): never used for figures.
-CHECK_COLUMNS = ["request_id", "kind", "schema_version", "schema_minor"]
-# A record's times only move forward (one process's monotonic clock), and counts are never negative: a row that says
-# otherwise was edited or written by something else, and would give negative latencies.
-TIME_ORDER = (("sent", "first_token"), ("first_token", "last_token"), ("last_token", "end"), ("sent", "end"))
-COUNTS = ("prompt_tokens", "completion_tokens")
 EXCLUDED_PHASES = ("warmup", "cooldown")  # not steady state
 
 Floats = NDArray[np.float64]
@@ -94,10 +89,11 @@ def _not_this_schema(t: pa.Table) -> bool:
     kind = t.column("kind")
     if pc.any(pc.less(minor, 0)).as_py() or pc.any(pc.not_equal(kind, RECORD.kind)).as_py():
         return True
-    if "stage_unit" in t.column_names:
-        unit = t.column("stage_unit")
-        if not pc.all(pc.or_(pc.is_null(unit), pc.is_in(unit, pa.array([str(u) for u in StageUnit])))).as_py():
-            return True
+    for name, values in (("stage_unit", StageUnit), ("outcome", Outcome), ("error_category", ErrorCategory)):
+        if name in t.column_names:  # a value no enum of the record has (an outcome "12" was graded as not OK)
+            col = t.column(name)
+            if not pc.all(pc.or_(pc.is_null(col), pc.is_in(col, pa.array([str(v) for v in values])))).as_py():
+                return True
     kindless = pc.is_null(kind)  # only rows written before kinds were stamped may lack one
     return bool(pc.any(pc.and_(kindless, pc.greater_equal(minor, RECORD.kindless_before_minor))).as_py())
 
@@ -108,8 +104,7 @@ def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
     such line)."""
     p = Path(path)
     columns = list(columns)
-    checked = [*CHECK_COLUMNS, *{c for pair in TIME_ORDER for c in pair}, *COUNTS, "chunk_times"]
-    read = columns + [c for c in dict.fromkeys(checked) if c not in columns]
+    read = columns + [c for c in ARROW_SCHEMA.names if c not in columns]  # every field: one boundary for all
     schema = pa.schema([ARROW_SCHEMA.field(c) for c in read])
     if not p.exists():
         raise UserError(f"{p}: no such records file")
@@ -120,7 +115,13 @@ def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
             return schema.empty_table().select(columns)
         else:
             opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-            table = pj.read_json(p, parse_options=opts)
+            data = p.read_bytes()
+            if not data.isascii():  # Arrow does not check the keys it ignores: the record reader names a bad byte
+                try:
+                    data.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise pa.ArrowInvalid("not UTF-8") from None
+            table = pj.read_json(pa.BufferReader(data), parse_options=opts)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         # A run killed mid-write leaves a partial last line; the sink's reader knows how to skip exactly that
         # (and names the line of any other bad one, or of a row of another schema).
@@ -131,8 +132,7 @@ def read_table(path: str | Path, columns: Sequence[str] = COLUMNS) -> pa.Table:
             read_records(p)  # raises, naming the line (or record) and what is wrong with it
             raise UserError(f"{p}: not slabench request records version {RECORD.major}")
         table = with_stage_units(table)
-    _refuse_repeats(table.column("request_id"), p)
-    _refuse_impossible(table, p)
+    _check_boundary(table, p)
     return table.select(columns)
 
 
@@ -149,39 +149,21 @@ def records_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def _refuse_repeats(ids: pa.ChunkedArray, path: Path) -> None:
-    """Each request has one record. A file holding one twice (two files concatenated, a copy appended) would count
-    it twice — more samples than were measured, narrower intervals — so it is refused, naming the request."""
-    if pc.count_distinct(ids).as_py() == len(ids):
+def _check_boundary(table: pa.Table, path: Path) -> None:
+    """The record boundary (`slabench.core.boundary`), column-wise: a row that breaks it, or a request with two
+    records (counted twice: more samples than measured), is refused. A JSONL file's line is named by the
+    record-by-record reader, which applies the same rules; a Parquet file's record by its number."""
+    ids = table.column("request_id")
+    problem = table_problem(table, FIELD_TYPES)
+    repeat = repeated_id(ids.to_pylist()) if pc.count_distinct(ids).as_py() != len(ids) else None
+    if problem is None and repeat is None:
         return
-    counts = pc.value_counts(ids)
-    repeated = counts.field("values")[pc.index(pc.greater(counts.field("counts"), 1), True).as_py()].as_py()
-    rows = [i + 1 for i in pc.indices_nonzero(pc.equal(ids, repeated)).to_pylist()]
-    raise UserError(
-        f"{path}: request {repeated} has {len(rows)} records (records {', '.join(map(str, rows[:3]))}) — a records "
-        "file holds each request once; was a file concatenated or appended twice?"
-    )
-
-
-def _refuse_impossible(table: pa.Table, path: Path) -> None:
-    """Times that run backwards or negative counts, refused naming the first record and the fields."""
-    problems = [(pc.less(table.column(b), table.column(a)), f"{b} is before {a}") for a, b in TIME_ORDER]
-    problems += [(pc.less(table.column(c), 0), f"{c} is negative") for c in COUNTS]
-    flat, lengths, starts = _list_parts(table.column("chunk_times"))
-    if flat.size > 1:
-        back = np.flatnonzero(np.diff(flat) < 0) + 1  # element j is before element j − 1 ...
-        back = back[np.isin(back, starts[lengths > 0], invert=True)]  # ... within one record
-        row = np.zeros(table.num_rows, dtype=bool)
-        row[np.searchsorted(starts, back, side="right") - 1] = True
-        problems.append((pa.array(row), "chunk_times go backwards"))
-    for mask, what in problems:
-        hits = pc.indices_nonzero(pc.fill_null(mask, False))
-        if len(hits):
-            n = hits[0].as_py() + 1
-            raise UserError(
-                f"{path}: record {n}: {what} — a record's times only move forward and its counts are never "
-                f"negative; was the file edited, or written by another tool? ({len(hits)} record(s) like it)"
-            )
+    if path.suffix != ".parquet":
+        read_records(path)  # raises, naming the line
+    if problem is not None:
+        raise UserError(f"{path}: record {problem[0] + 1}: {problem[1]}")
+    assert repeat is not None
+    raise UserError(f"{path}: {repeat_message(repeat[0], [i + 1 for i in repeat[1]])}")
 
 
 def table_from_records(records: Iterable[RequestRecord]) -> pa.Table:

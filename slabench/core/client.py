@@ -662,7 +662,12 @@ def _apply_chunk(obj: dict[str, Any], now: float, s: _Stream) -> None:
     completion = usage.get("completion_tokens")
     if completion is not None and (completion := _count(completion, "completion_tokens", s)) is not None:
         if content_here and s.chunk_tokens is not None:
-            s.chunk_tokens.append(completion - s.last_usage_completion)
+            # a running count that goes down says nothing per chunk (and a negative count is no record's)
+            step = completion - s.last_usage_completion
+            if step >= 0:
+                s.chunk_tokens.append(step)
+            else:
+                s.chunk_tokens = None
         s.last_usage_completion = completion
         s.completion_tokens = completion
     elif content_here:

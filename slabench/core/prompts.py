@@ -13,7 +13,6 @@ Records keep the server's count: it is the truth, the target is only what was ai
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import statistics
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from slabench.core.boundary import loads
 from slabench.core.errors import UserError
 from slabench.core.files import read_text
 from slabench.core.tokens import MIN_RATIO
@@ -200,10 +200,13 @@ class FilePrompts:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = loads(line)  # NaN and Infinity refused
                 messages = row["messages"]
                 if not isinstance(messages, list) or not all(isinstance(m, dict) and "content" in m for m in messages):
                     raise ValueError("`messages` must be a list of {role, content} objects")
+                limit = row.get("max_tokens")
+                if limit is not None and (type(limit) is not int or limit < 1):
+                    raise ValueError(f"max_tokens is {limit!r}; it is a positive integer")
             except (ValueError, KeyError, TypeError) as e:
                 raise UserError(f'{p}:{n}: {e}; expected {{"messages": [{{"role": ..., "content": ...}}]}}') from None
             self.prompts.append(Prompt(messages, str(row.get("id", n)), row.get("max_tokens")))

@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from slabench.core.boundary import field_types, row_problem
 from slabench.core.schema import RECORD
 
 SCHEMA_VERSION = RECORD.major
@@ -153,14 +154,17 @@ class RequestRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
-        """Inverse of to_dict. Raises RecordError for a row of another kind or major version, or one missing a
-        required field. Fields of a newer minor version are ignored, and optional fields missing take their
-        defaults; the record is then one of this slabench's schema (its own kind and version)."""
+        """Inverse of to_dict. Raises RecordError for a row of another kind or major version, one missing a
+        required field, or one that breaks the record boundary (`slabench.core.boundary`: types, finite numbers,
+        non-negative counts, times in order). Fields of a newer minor version are ignored, and optional fields
+        missing take their defaults; the record is then one of this slabench's schema (its own kind and version)."""
         if (why := RECORD.problem(d)) is not None:
             raise RecordError(why)
         missing = [k for k in REQUIRED if d.get(k) is None]
         if missing:
             raise RecordError(f"required field(s) {', '.join(missing)} missing — not a complete request record")
+        if (why := row_problem(d, FIELD_TYPES)) is not None:
+            raise RecordError(why)
         kw = {k: v for k, v in d.items() if k in _FIELD_NAMES and k not in _IDENTITY}
         kw["chunk_times"] = tuple(kw.get("chunk_times") or ())
         if kw.get("chunk_tokens") is not None:
@@ -210,4 +214,5 @@ class RecordMeta:
 META_FIELDS = tuple(f.name for f in dataclasses.fields(RecordMeta))
 _FIELDS = dataclasses.fields(RequestRecord)
 _FIELD_NAMES = frozenset(f.name for f in _FIELDS)
+FIELD_TYPES = field_types(RequestRecord)
 _IDENTITY = frozenset(RECORD.stamp())

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slabench.core.boundary import loads
 from slabench.core.errors import UserError
 from slabench.core.files import read_text
 
@@ -70,9 +71,11 @@ class FileSchema:
         if missing_ok and not p.exists():
             return None
         try:
-            data = json.loads(read_text(p))
+            data = loads(read_text(p))  # NaN, Infinity and 1e999 refused: a figure is a finite number
         except json.JSONDecodeError as e:
             raise UserError(f"{p}:{e.lineno}: not valid JSON ({e.msg}); was it edited by hand?") from None
+        except ValueError as e:
+            raise UserError(f"{p}: not valid JSON ({e}); was it edited by hand?") from None
         self.check(data, str(p))  # a mapping of this schema, or it raises
         return dict(data)
 

@@ -8,7 +8,6 @@ Parquet reader (pandas, pyarrow.dataset, DuckDB) reads the directory as one tabl
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterable
@@ -18,6 +17,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from slabench.core.boundary import loads, repeat_message, repeated_id
 from slabench.core.errors import UserError
 from slabench.core.files import read_text
 from slabench.core.jsonl import json_line
@@ -170,28 +170,39 @@ def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
 
 
 def read_records(path: str | Path) -> list[RequestRecord]:
-    """Read records from a .jsonl file or a .parquet file/directory. A JSONL file cut mid-line by a killed run
-    loses only that last partial line; any other bad line, and a record of another schema, is an error naming the
-    line (slabench.core.schema)."""
+    """Read records from a .jsonl file or a .parquet file/directory, through the record boundary
+    (`slabench.core.boundary`): every row a record of this schema with its invariants, each request once. A JSONL
+    file cut mid-line by a killed run loses only that last partial line; any other bad line is an error naming the
+    file, the line (a Parquet file: the record), the field and the rule."""
     p = Path(path)
     if not p.exists():
         raise UserError(f"{p}: no such records file")
     if p.suffix == ".parquet":
         rows = read_parquet(p).to_pylist()
-        return [_record(r, f"{p}: record {i}") for i, r in enumerate(rows, 1)]
-    out = []
+        out = [_record(r, f"{p}: record {i}") for i, r in enumerate(rows, 1)]
+        return _once_each(out, list(range(1, len(out) + 1)), p, "record")
+    out, numbers = [], []
     lines = read_text(p, cut_tail=True).split("\n")
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = loads(line)
         except ValueError as e:
             if n == len(lines):  # trailing partial line without newline: the run was killed mid-write
                 break
             raise UserError(f"{p}:{n}: not a valid record ({e}); was the file edited by hand?") from None
         out.append(_record(row, f"{p}:{n}"))
-    return out
+        numbers.append(n)
+    return _once_each(out, numbers, p, "line")
+
+
+def _once_each(records: list[RequestRecord], numbers: list[int], path: Path, unit: str) -> list[RequestRecord]:
+    """`records`, refused when a request has two: the file would count it twice (more samples than measured)."""
+    if (repeat := repeated_id([r.request_id for r in records])) is not None:
+        rid, rows = repeat
+        raise UserError(f"{path}: {repeat_message(rid, [numbers[i] for i in rows], unit)}")
+    return records
 
 
 def _record(row: object, where: str) -> RequestRecord:

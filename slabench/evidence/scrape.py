@@ -40,6 +40,10 @@ from typing import Any
 import gevent
 from prometheus_client.parser import text_string_to_metric_families
 
+from slabench.core.boundary import loads
+from slabench.core.errors import UserError
+from slabench.core.files import read_text
+
 SCHEMA_VERSION = 1
 FIRST_SCRAPE_TIMEOUT_S = 2.0  # the baseline scrape, taken before any user starts
 PREFIX = "vllm:"
@@ -208,10 +212,47 @@ def read_scrapes(path: str | Path, run_id: str | None = None) -> list[dict[str, 
         p = p / FILE_NAME
     if not p.exists():
         return []
-    rows = [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = read_text(p, cut_tail=True).split("\n")
+    rows = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = loads(line)
+            _check_scrape(row)
+        except ValueError as e:
+            if n == len(lines):  # the scraper was killed mid-line
+                break
+            raise UserError(f"{p}:{n}: not a server-metrics scrape ({e}); was the file edited?") from None
+        rows.append(row)
     if run_id is not None:
         rows = [r for r in rows if r.get("run_id") == run_id]
     return sorted(rows, key=lambda r: r["t"])
+
+
+def _check_scrape(row: Any) -> None:
+    """A scrape as `Scraper.scrape_once` writes it: a finite wall time `t`, and its metric sections (gauges,
+    counters, histograms, deltas) maps whose every value is a finite non-negative number or such a map."""
+    if not isinstance(row, dict):
+        raise ValueError("not a JSON object")
+    t = row.get("t")
+    if not isinstance(t, (int, float)) or isinstance(t, bool):
+        raise ValueError(f"t is {t!r}; a scrape's wall time is a number")
+    if not isinstance(row.get("run_id", ""), str):
+        raise ValueError(f"run_id is {row['run_id']!r}; it is text")
+    for section in ("gauges", "counters", "histograms", "deltas"):
+        if section in row:
+            if not isinstance(row[section], dict):
+                raise ValueError(f"{section} is {row[section]!r}; it is a map of metrics")
+            _check_values(row[section], section)
+
+
+def _check_values(value: Any, where: str) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_values(v, f"{where}.{k}")
+    elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{where} is {value!r}; a metric is a finite non-negative number")
 
 
 def series(scrapes: Iterable[dict[str, Any]]) -> dict[str, list[float | None]]:

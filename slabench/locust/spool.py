@@ -15,16 +15,16 @@ confirms it holds the records.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slabench.core.boundary import loads, repeat_message, row_problem
 from slabench.core.errors import UserError
 from slabench.core.files import read_text
 from slabench.core.jsonl import json_line
-from slabench.core.record import META_FIELDS, ErrorCategory, RequestRecord
+from slabench.core.record import FIELD_TYPES, META_FIELDS, ErrorCategory, RequestRecord
 
 BEGAN = "began"
 
@@ -78,28 +78,52 @@ class JournalContents:
 
 
 def read_journal(path: str | Path) -> JournalContents:
-    """A journal (or a plain records .jsonl, which is a journal without `began` lines). A last line cut by the kill
-    is skipped; any other unreadable line is an error naming the file and line."""
+    """A journal (or a plain records .jsonl, which is a journal without `began` lines), through the record boundary
+    (`slabench.core.boundary`): each record line a valid record, each `began` line a request id and valid identity
+    fields, each request recorded once. A last line cut by the kill is skipped; any other bad line is an error naming
+    the file, the line and the rule."""
     p = Path(path)
     out = JournalContents()
+    where: dict[str, int] = {}  # request id → the line of its record
     lines = read_text(p, cut_tail=True).split("\n")
     for n, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
+            obj = loads(raw)
             if not isinstance(obj, dict):
                 raise ValueError("not a JSON object")
             if BEGAN in obj:
-                out.began[str(obj[BEGAN]["request_id"])] = obj[BEGAN]
-            else:
-                RequestRecord.from_dict(obj)  # validates
-                out.records.append(obj)
+                rid, meta = _began(obj[BEGAN])
+                out.began[rid] = meta
+                continue
+            rid = RequestRecord.from_dict(obj).request_id  # validates
         except (ValueError, TypeError, KeyError) as e:
             if n == len(lines):  # the last line, without its newline: the process died mid-write
                 break
             raise UserError(f"{p}:{n}: not a spool or records line ({e}); is this a slabench spool file?") from None
+        if rid in where:
+            raise UserError(f"{p}: {repeat_message(rid, [where[rid], n], 'line')}")
+        where[rid] = n
+        out.records.append(obj)
     return out
+
+
+def _began(meta: Any) -> tuple[str, dict[str, Any]]:
+    """A `began` line's request id and meta, checked as the record fields they become (a stand-in record)."""
+    if not isinstance(meta, dict):
+        raise ValueError("began is not a JSON object")
+    rid, run_id = meta.get("request_id"), meta.get("run_id")
+    if not isinstance(rid, str) or not rid:  # a stand-in record needs both
+        raise ValueError(f"began request_id is {rid!r}; it is text")
+    if not isinstance(run_id, str):
+        raise ValueError(f"began run_id is {run_id!r}; it is text")
+    fields = [f for f in META_FIELDS if f in meta]
+    if (why := row_problem(meta, FIELD_TYPES, fields)) is not None:
+        raise ValueError(why)
+    if (why := row_problem({"wall_sent": meta.get("started_wall")}, FIELD_TYPES, ["wall_sent"])) is not None:
+        raise ValueError(why.replace("wall_sent", "started_wall"))
+    return rid, meta
 
 
 def stand_in(meta: dict[str, Any], message: str) -> RequestRecord:

@@ -39,6 +39,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from slabench.core.boundary import loads
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.schema import SWEEP, SWEEP_RUN, FileSchema
 from slabench.evidence import provenance
@@ -116,7 +117,7 @@ def read_json(path: Path, schema: FileSchema) -> dict[str, Any] | None:
     """A sweep.json or manifest.json; None when missing or unreadable (the run is then redone), an error when it is
     of another kind or version (slabench.core.schema): never guess what another version's fields mean."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_text(encoding="utf-8"))  # NaN or Infinity: unreadable, the run is redone
     except (OSError, ValueError):
         return None
     schema.check(data, str(path))  # a mapping of this schema, or it raises

@@ -76,6 +76,13 @@ SCRIPTS = {
     "html": [{"status": 200, "headers": {"Content-Type": "text/html"}}, {"body": "<html>hello</html>"}],
     "stall": [{"send": chunk({"content": "a"})}, {"at": 3.0, "end": True}],
     "nofirstbyte": [{"at": 3.0, "status": 200}, {"end": True}],
+    "usage_backwards": [  # a server whose running usage count goes down mid-stream
+        {"send": chunk({"content": "one two"}, usage(5))},
+        {"at": 0.02, "send": chunk({"content": " three"}, usage(3))},
+        {"send": chunk(None, usage(6))},
+        {"send": "data: [DONE]\n\n"},
+        {"end": True},
+    ],
 }
 
 META = RecordMeta(run_id="t")
@@ -232,3 +239,17 @@ def test_keep_alive_connection_is_reused(server):
         assert client.send("completions", body, META).record.outcome is Outcome.OK
     client.close()
     assert len(wait_for_log(read_log, 3)) == 3
+
+
+def test_a_usage_count_that_goes_down_gives_no_per_chunk_counts_not_a_negative_one(server):
+    """A negative per-chunk token count would put the record outside the record boundary (slabench.core.boundary)
+    and the whole records file would be refused: the server's per-chunk counts are not believed, the rest is."""
+    from slabench.core.boundary import row_problem
+    from slabench.core.record import FIELD_TYPES, RequestRecord
+
+    base, _ = server
+    r = send(base, "usage_backwards").record
+    assert r.outcome is Outcome.OK and r.completion_tokens == 6
+    assert r.chunk_tokens is None
+    assert row_problem(r.to_dict(), FIELD_TYPES) is None
+    assert RequestRecord.from_dict(r.to_dict()) == r

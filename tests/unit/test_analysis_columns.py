@@ -109,32 +109,48 @@ def test_a_file_holding_a_request_twice_is_refused_naming_it(tmp_path, name):
     sink.close()
     if name == "cut.jsonl":  # a killed run's partial last line: read through the record-by-record reader
         path.write_text(path.read_text() + '{"run_id": "r", "req')
-    with pytest.raises(UserError, match=rf"request {re.escape(recs[2].request_id)} has 2 records \(records 3, 5\)"):
+    unit = "records" if name.endswith(".parquet") else "lines"
+    with pytest.raises(UserError, match=rf"request {re.escape(recs[2].request_id)} has 2 records \({unit} 3, 5\)"):
         read_table(path)
 
 
 @pytest.mark.parametrize(
     ("change", "says"),
     [
-        (lambda d: d.update(first_token=d["sent"] - 5), "first_token is before sent"),
+        (lambda d: d.update(first_token=d["sent"] - 5), r"first_token \(-?[\d.]+\) is before first_byte"),
         (lambda d: d.update(first_token=None, last_token=None, chunk_times=[], end=d["sent"] - 0.5),
-         "end is before sent"),
-        (lambda d: d.update(last_token=d["first_token"] - 0.01), "last_token is before first_token"),
-        (lambda d: d.update(end=d["last_token"] - 0.01), "end is before last_token"),
+         r"end \(-?[\d.]+\) is before first_byte"),
+        (lambda d: d.update(last_token=d["first_token"] - 0.01), r"last_token \([\d.]+\) is before first_token"),
+        (lambda d: d.update(end=d["last_token"] - 0.01), r"end \([\d.]+\) is before last_token"),
         (lambda d: d.update(chunk_times=[d["chunk_times"][1], d["chunk_times"][0], d["chunk_times"][2]]),
-         "chunk_times go backwards"),
-        (lambda d: d.update(completion_tokens=-3), "completion_tokens is negative"),
-        (lambda d: d.update(prompt_tokens=-1), "prompt_tokens is negative"),
+         r"chunk_times\[1\] is before chunk_times\[0\]"),
+        (lambda d: d.update(completion_tokens=-3), "completion_tokens is -3; a count is never negative"),
+        (lambda d: d.update(prompt_tokens=-1), "prompt_tokens is -1; a count is never negative"),
     ],
 )  # fmt: skip
-def test_a_record_whose_times_run_backwards_is_refused_naming_it(tmp_path, change, says):
-    """Negative latencies would pass any latency check: a record that says time ran backwards was edited."""
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_record_whose_times_run_backwards_is_refused_naming_it(tmp_path, change, says, suffix):
+    """Negative latencies would pass any latency check: a record that says time ran backwards was edited. The
+    column reader and the record-by-record reader refuse it alike, naming the line (JSONL) or record (Parquet)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from slabench.core.sinks import ARROW_SCHEMA, read_records
+
     rows = [rec(float(i)).to_dict() for i in range(4)]
     change(rows[2])
-    path = tmp_path / "r.jsonl"
-    path.write_text("".join(json.dumps(d) + "\n" for d in rows))
-    with pytest.raises(UserError, match=rf"r\.jsonl: record 3: {says} — "):
-        read_table(path)
+    path = tmp_path / f"r{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps(d) + "\n" for d in rows))
+        where = r"r\.jsonl:3"
+    else:
+        path.mkdir()
+        pq.write_table(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), path / "part-00000.parquet")
+        where = r"r\.parquet: record 3"
+    for read in (read_table, read_records):
+        with pytest.raises(UserError, match=rf"{where}: {says}") as e:
+            read(path)
+        assert "\n" not in str(e.value)
 
 
 def test_chunks_of_consecutive_records_may_start_earlier_than_the_previous_ones_end(tmp_path):

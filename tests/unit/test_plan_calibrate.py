@@ -103,6 +103,7 @@ def record(i: int, sent: float, prompt: int = 500, out: int = 20, **kw) -> Reque
 
 
 def write(tmp_path, records) -> None:
+    (tmp_path / "records.jsonl").unlink(missing_ok=True)  # a fresh file: the sink appends
     sink = open_sink(tmp_path / "records.jsonl")
     sink.write(records)
     sink.close()

@@ -68,6 +68,74 @@ def test_same_key_in_different_mappings_and_merge_overrides_are_fine(tmp_path):
     assert lines[("two", "x")] == 3 and lines[("list", 1, "k")] == 4
 
 
+def test_merge_keys_follow_the_yaml_spec_and_a_second_merge_key_is_a_duplicate(tmp_path):
+    """Own keys win over merged ones; among `<<: [*a, *b]` the first map wins (PyYAML let the last win); two `<<`
+    keys in one mapping silently let the second win — the duplicate-key bug by another door."""
+    from slabench.core.yamlio import load_file
+
+    text = (
+        "a: &a {limit: 1, y: 1}\nb: &b {limit: 2, z: 2}\n"
+        "first: {<<: [*a, *b]}\nown: {<<: [*a, *b], limit: 9}\nnested: {<<: {<<: *b, q: 1}}\n"
+    )
+    data, _ = load_file(write(tmp_path, text, "m.yaml"))
+    assert data["first"] == {"limit": 1, "y": 1, "z": 2}
+    assert data["own"] == {"limit": 9, "y": 1, "z": 2}
+    assert data["nested"] == {"limit": 2, "z": 2, "q": 1}
+    two = "a: &a {limit: 1}\nb: &b {limit: 2}\nc:\n  <<: *a\n  <<: *b\n"
+    with pytest.raises(UserError, match=r"m\.yaml:5: duplicate key '<<' \(first at line 4\)"):
+        load_file(write(tmp_path, two, "m.yaml"))
+
+
+BILLION_LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{x}: &{x} [{', '.join(['*' + p] * 9)}]\n" for p, x in zip("abcdefghi", "bcdefghij", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        (BILLION_LAUGHS, r"x\.yaml:1: invalid YAML: aliases expand this document to [\d,]+ nodes"),
+        ("a: 1\nb: &s [1, *s]\n", r"x\.yaml:2: invalid YAML: an alias that contains itself"),
+        ("a: &m {k: *m}\n", r"x\.yaml:1: invalid YAML: an alias that contains itself"),
+        ("a: " + "[" * 1000 + "]" * 1000 + "\n", r"x\.yaml:1: invalid YAML: nesting deeper than 100 levels"),
+        ("a: " + "[" * 150 + "]" * 150 + "\n", r"x\.yaml:1: invalid YAML: nesting deeper than 100 levels"),
+        ("a: 1\nb: " + "9" * 5000 + "\n", r"x\.yaml:2: invalid YAML: an integer of 5000 digits \(at most 100\)"),
+        ("b: 0x" + "f" * 500 + "\n", r"x\.yaml:1: invalid YAML: an integer of 500 digits"),
+    ],
+    ids=["billion-laughs", "self-alias", "self-alias-map", "deep-1000", "deep-150", "int-5000-digits", "hex-500"],
+)
+def test_what_a_small_file_could_make_huge_or_endless_is_one_line(tmp_path, text, rule):
+    """A 400-byte alias bomb grew every YAML reader to gigabytes; a self-referencing alias gave a RecursionError, a
+    5,000-digit integer a ValueError traceback. Each is one line naming file and line, in bounded memory."""
+    import tracemalloc
+
+    from slabench.core.yamlio import load_file, parse_all
+
+    path = write(tmp_path, text, "x.yaml")
+    tracemalloc.start()
+    try:
+        for read in (load_file, lambda p: parse_all(p.read_text(), str(p))):
+            with pytest.raises(UserError, match=rule) as e:
+                read(path)
+            assert "\n" not in str(e.value)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100e6  # a bomb expanded would need gigabytes
+
+
+def test_large_plain_documents_and_modest_aliases_still_load(tmp_path):
+    """The bounds refuse expansion, not size: a long document without aliases, and aliases used as intended."""
+    from slabench.core.yamlio import load_file
+
+    long = "".join(f"k{i}: {{a: [1, 2, 3], b: x}}\n" for i in range(2_000))
+    assert len(load_file(write(tmp_path, long, "long.yaml"))[0]) == 2_000
+    shared = "base: &b {" + ", ".join(f"f{i}: {i}" for i in range(100)) + "}\n"
+    shared += "".join(f"u{i}: {{<<: *b, own: {i}}}\n" for i in range(200))
+    data = load_file(write(tmp_path, shared, "shared.yaml"))[0]
+    assert data["u7"]["f99"] == 99 and data["u7"]["own"] == 7
+
+
 def test_binary_non_utf8_and_syntax_errors_are_one_line_with_the_line(tmp_path):
     from slabench.core.yamlio import load_file
 
@@ -107,6 +175,20 @@ def test_grade_a_duplicate_targets_block_exits_3_not_pass(monkeypatch, tmp_path,
     assert slabench(["grade", str(run_dir), "--sla", str(write(tmp_path, DUPLICATE_TARGETS)), "--no-write"]) == 3
     err = capsys.readouterr().err
     assert DUP_MESSAGE in err and err.count("\n") == 1
+
+
+def test_grade_a_second_merge_key_or_an_alias_bomb_exits_3_not_pass(monkeypatch, tmp_path, run_dir, capsys):
+    """Two `<<` in `targets:` let the lax second one win (PASS, exit 0); now exit 3, one line. A bomb: exit 3."""
+    slabench = slabench_cli(monkeypatch)
+    head = DUPLICATE_TARGETS.split("targets")[0]
+    two_merges = head + "strict: &s {ttft_p95_s: {max: 0.05}}\nlax: &l {ttft_p95_s: {max: 0.2}}\n"
+    two_merges += "targets:\n  <<: *s\n  <<: *l\n"
+    assert slabench(["grade", str(run_dir), "--sla", str(write(tmp_path, two_merges)), "--no-write"]) == 3
+    err = capsys.readouterr().err
+    assert "sla.yaml:8: duplicate key '<<' (first at line 7)" in err and err.count("\n") == 1
+    assert slabench(["grade", str(run_dir), "--sla", str(write(tmp_path, BILLION_LAUGHS)), "--no-write"]) == 3
+    err = capsys.readouterr().err
+    assert "sla.yaml:1: invalid YAML: aliases expand" in err and err.count("\n") == 1
 
 
 def test_contract_prices_file_with_a_duplicate_region(tmp_path):
