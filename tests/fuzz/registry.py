@@ -358,6 +358,42 @@ def _queue(folder: Path) -> Path:
     return p
 
 
+def _trace(name: str) -> Callable[[Path], Path]:
+    """A public trace fixture (tests/data/traces): Mooncake JSONL, Azure or BurstGPT CSV."""
+    return copy_repo_file(f"tests/data/traces/{name}")
+
+
+def _queue_holds(rows: Any, path: Path) -> None:
+    """A queue slabench accepts: offsets finite, ≥ 0 and in order; lengths, where given, whole numbers ≥ 1."""
+    offsets = [r.offset_s for r in rows]
+    assert rows and all(math.isfinite(o) and o >= 0 for o in offsets) and offsets == sorted(offsets), offsets
+    for r in rows:
+        for n in (r.prompt_tokens, r.output_tokens):
+            assert n is None or (isinstance(n, int) and n >= 1), r
+
+
+def _serving_flags(path: Path) -> Any:
+    """`slabench plan --serving-values FILE`: the chart's values over its defaults, checked as the plan checks."""
+    from slabench.core.config import validate_data
+    from slabench.plan.serving import chart_flags
+    from slabench.sim.profiles import EngineOptions
+
+    return validate_data(chart_flags([str(path)]), EngineOptions, "serving flags")
+
+
+def _summary_tree(folder: Path) -> Path:
+    """A sweep aggregated by `slabench aggregate`: its summary.json is what `grade` checks against the records."""
+    root = _sweep_tree(folder)
+    code, err = cli(["aggregate", str(root)])
+    assert code == 0, err
+    _contract(folder)
+    return root / "summary.json"
+
+
+def _grade_summary(path: Path) -> tuple[int, str]:
+    return cli(["grade", str(path.parent), "--sla", str(path.parents[1] / "sla.yaml"), "--no-write"])
+
+
 def _prompts(folder: Path) -> Path:
     p = folder / "prompts.jsonl"
     rows = [{"messages": [{"role": "user", "content": f"q{i}"}], "id": f"p{i}", "max_tokens": 16} for i in range(3)]
@@ -566,6 +602,18 @@ ENTRIES: list[Entry] = [
     Entry("queue", ("slabench/core/queue.py", "slabench/workload/queue.py", "slabench/shapes/burst.py"), "jsonl",
           _queue, _load("slabench.core.queue.read_queue_file")),
     Entry("prompts", ("slabench/core/prompts.py",), "jsonl", _prompts, _file_prompts, _prompts_hold),
+    Entry("trace-mooncake", ("slabench/core/queue.py",), "jsonl", _trace("mooncake.jsonl"),
+          _load("slabench.core.queue.read_queue_file"), _queue_holds,
+          seeds=(((0, "timestamp"), math.nan), ((1, "input_length"), "9" * 5000), ((2, "hash_ids"), "0,1"))),
+    Entry("trace-azure", ("slabench/core/queue.py",), "text", _trace("azure_llm_2023.csv"),
+          _load("slabench.core.queue.read_queue_file"), _queue_holds),
+    Entry("trace-burstgpt", ("slabench/core/queue.py",), "text", _trace("burstgpt.csv"),
+          _load("slabench.core.queue.read_queue_file"), _queue_holds),
+    Entry("serving-values", ("slabench/plan/serving.py",), "yaml",
+          copy_repo_file("helm/vllm-serving/ci/whole-card-values.yaml"), _serving_flags,
+          seeds=((("model", "maxNumSeqs"), -1), (("model", "gpuMemoryUtilization"), math.nan))),
+    Entry("grade-summary", ("slabench/analysis/recheck.py",), "json", _summary_tree, _grade_summary, exit_ok,
+          weight=0.5),
     # the other helpers' parts of issue 30: registered now, expected to fail until they land
     Entry("tokenizer-config", ("slabench/core/tokens.py",), "json", _tokenizer, _load_tokenizer, xfail=I30C,
           seeds=(((), [1, 2]), (("chat_template",), "{{ raise_exception('no') }}"))),
@@ -604,4 +652,6 @@ EXEMPT: dict[str, str] = {
     "slabench/workload/dataset.py": "the workload dataset shipped with slabench (datasets/)",
     "slabench/workload/golden.py": "the dataset's golden answers shipped with slabench",
     "slabench/workload/quality.py": "a model's answer, graded; every failure is a quality result, not an error",
+    "slabench/deploy/flow.py": "the in-cluster run's verdict.json, only its summary line printed (unreadable: a line)",
+    "slabench/deploy/context.py": "the --sweep file, validated by load_sweep before (the sweep-config entry)",
 }
