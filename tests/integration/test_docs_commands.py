@@ -93,7 +93,7 @@ class How:
     ok: frozenset[int] = frozenset({0})
     env: dict[str, str] = field(default_factory=dict)
     skip: bool = False  # not run at all
-    known_bug: str | None = None  # run, and expected to fail so (exit 4): a documented command that is broken today
+    known_bug: str | None = None  # a documented command that fails at times today (exit 4): run, either outcome
 
 
 def not_run(why: str) -> How:
@@ -121,8 +121,8 @@ HOW: dict[str, How] = {  # a unique prefix of the printed command → how it run
     ),
     "locust -f locustfiles/chat_replay.py --headless -u 256": How(
         "runs as printed",
-        known_bug="--processes without --host: the workers of the embedded simulator's run send no request and are "
-        "lost (exit 4); with --host it works",
+        known_bug="--processes without --host: at times (2 of 3 runs on a busy machine) the workers of the embedded "
+        "simulator's run send no request and are lost (exit 4); with --host it works",
     ),
     "slabench simulate --port 8000 --ttft": How(
         "a server: a free port for 8000 (parallel tests), stopped once it answers", subs={"8000": "{port}"}, serve=True
@@ -431,8 +431,7 @@ def test_documented_command_runs(cmd: Command, scratch: Scratch):
         return
     p = subprocess.run(["bash", "-c", prelude + text], cwd=scratch.root, env=env, capture_output=True, text=True,
                        timeout=600)  # fmt: skip
-    if how is not None and how.known_bug is not None:
-        assert p.returncode == 4, f"{cmd.where}: now exits {p.returncode}: fixed? then drop known_bug from HOW"
+    if how is not None and how.known_bug is not None and p.returncode == 4:
         pytest.xfail(how.known_bug)
     ok = how.ok if how else frozenset({0})
     assert p.returncode in ok, (
