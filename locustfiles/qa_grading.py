@@ -2,7 +2,7 @@
 (closed loop, accounts weighted by their share of the queue), and every record carries the answer's quality.
 
     locust -f locustfiles/qa_grading.py --headless -u 8 -t 60s          # embedded simulator, grading mode
-    locust -f locustfiles/qa_grading.py --host http://vllm:8000 --qa-task terse
+    locust -f locustfiles/qa_grading.py --host http://vllm:8000 --qa-task verbose
     locust -f locustfiles/qa_grading.py,shapes/burst.py --headless      # the 20k/195 s burst queue, open loop
 
 Closed loop it grades the golden calls; under an open-loop shape it grades the call each scheduled item names (the
@@ -49,8 +49,8 @@ def _options(parser):
     g.add_argument(
         "--qa-task",
         choices=["verbose", "terse"],
-        default="verbose",
-        help="verbose: quote + rationale per item; terse: {id, score} per item",
+        default="terse",
+        help="terse (default, the example contract's task): {id, score} per item; verbose: quote + rationale per item",
     )
     g.add_argument("--qa-max-tokens", type=int, default=0, help="max_tokens (default: the workload's, 2048)")
     g.add_argument("--dataset-dir", default="datasets", help="the retail dataset (golden calls, queues, manifest)")

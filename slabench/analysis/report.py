@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -64,6 +65,8 @@ def across(e: Estimate | None, unit: str) -> str:
     mark = f" {LOW}" if e.low_samples else ""
     if e.std is None:
         return f"{fmt(e.mean, unit)} (n=1, no CI){mark}"
+    if e.too_wide:
+        return f"{fmt(e.mean, unit)} ± {fmt(e.std, unit)}{mark}\n[CI too wide]"
     return f"{fmt(e.mean, unit)} ± {fmt(e.std, unit)}{mark}\n[{fmt(e.ci95_low, unit)}, {fmt(e.ci95_high, unit)}]"
 
 
@@ -449,12 +452,16 @@ NARROW = ("ttft_p95", "itl_p95", "throughput_rps", "error_rate")  # what fits 80
 def console_table(summary: SweepSummary, narrow: bool = False) -> Table:
     keys = NARROW if narrow else CONSOLE
     cols = [(k, t, u) for k, t, u in HEADLINE if k in keys and any(k in lv.metrics for lv in summary.levels)]
-    table = Table(title="per level, across repeats: mean ± std [95% CI]", title_justify="left")
+    title = "per level, across repeats: mean ± std [95% CI]"
+    if narrow:  # a CI log: no side borders, one space between columns, no cell wrapped inside a figure
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
+    else:
+        table = Table(title=title, title_justify="left")
     level = f"level ({summary.level_unit})"
     for name in (level, "runs", "requests") if not narrow else (level,):
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=narrow)
     for _, t, u in cols:
-        table.add_column(f"{t} ({u})" if u else t, justify="right")
+        table.add_column(f"{t} ({u})" if u else t, justify="right", no_wrap=narrow)
     for lv in summary.levels:
         cells = [across(lv.metrics.get(k), u) for k, _, u in cols]
         if narrow:  # three short lines per cell: mean, ± std, [interval]

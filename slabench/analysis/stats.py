@@ -3,9 +3,13 @@
 - Percentiles are exact over the values given: numpy's ``method="linear"`` (Hyndman & Fan type 7, the default of
   numpy, R and Excel's PERCENTILE.INC): with the values sorted, the p-th percentile sits at rank h = (n − 1)·p/100
   and is interpolated linearly between the two neighbouring order statistics.
-- Across repeats: mean, sample standard deviation (n − 1), coefficient of variation (std / mean) and a Student-t
-  confidence interval mean ± t(1 − α/2, n − 1) · std / √n. One value gives n = 1 and no std, CV or interval (None),
-  never a made-up one.
+- Across repeats: mean, sample standard deviation (n − 1), coefficient of variation (std / mean) and an interval
+  that stays in the figure's domain. Every run's value above zero (latencies, rates, costs): a Student-t interval
+  on the log scale for the mean of a log-normal (the modified Cox method: exp(ȳ + s²/2 ± t(1 − α/2, n − 1) ·
+  √(s²/n + s⁴/(2(n − 1)))) over y = ln x), never below zero. A run at exactly 0 (nothing answered): the plain
+  Student-t interval mean ± t · std / √n, its lower bound floored at 0. One value gives n = 1 and no std, CV or
+  interval (None), never a made-up one. An interval whose upper bound is more than WIDE_RATIO times its lower one
+  is marked too wide to mean anything (its bounds are kept, and grade conservatively).
 - Zero variance is not certainty: n ≥ 2 identical per-run values give no interval ("cannot estimate"), not a
   zero-width one.
 - Proportions (error rate, accuracy, recall, agreement, parse rate, goodput share) get an interval made for them:
@@ -159,6 +163,10 @@ class Spread:
 
 
 T_INTERVAL = "student-t across runs"
+LOG_INTERVAL = "student-t on the log scale across runs"
+T_INTERVAL_FLOORED = "student-t across runs, floored at 0 (a run measured 0)"
+WIDE_RATIO = 10.0  # an upper bound more than 10× the lower one: an order of magnitude says nothing
+TOO_WIDE = "too wide to mean anything"
 NO_INTERVAL_SINGLE = "none: a single run"
 NO_INTERVAL_ZERO_VARIANCE = "none: identical values in every run (zero variance cannot be estimated from n runs)"
 
@@ -177,8 +185,29 @@ def spread(values: Sequence[float | None], confidence: float = CONFIDENCE) -> Sp
     cv = std / abs(mean) if mean != 0 else None
     if std == 0.0:
         return Spread(mean, std, n, None, None, cv, NO_INTERVAL_ZERO_VARIANCE)
-    half = t_ppf(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
-    return Spread(mean, std, n, mean - half, mean + half, cv, T_INTERVAL)
+    t = t_ppf(0.5 + confidence / 2.0, n - 1)
+    half = t * std / math.sqrt(n)
+    if min(xs) > 0:
+        low, high, how = (*_log_normal_mean_interval(xs, t), LOG_INTERVAL)
+    elif min(xs) == 0:
+        low, high, how = max(0.0, mean - half), mean + half, T_INTERVAL_FLOORED
+    else:  # a figure that can be negative has no floor
+        return Spread(mean, std, n, mean - half, mean + half, cv, T_INTERVAL)
+    if high > WIDE_RATIO * low:
+        ratio = f"upper ÷ lower = {high / low:,.0f}" if low > 0 else "lower bound 0"
+        how += f"; {TOO_WIDE} ({ratio})"
+    return Spread(mean, std, n, low, high, cv, how)
+
+
+def _log_normal_mean_interval(xs: Sequence[float], t: float) -> tuple[float, float]:
+    """The modified Cox interval (Olsson 2005) for the mean of positive values taken as log-normal."""
+    ys = [math.log(x) for x in xs]
+    n = len(ys)
+    y_mean = math.fsum(ys) / n
+    s2 = math.fsum((y - y_mean) ** 2 for y in ys) / (n - 1)
+    centre = y_mean + s2 / 2.0
+    half = t * math.sqrt(s2 / n + s2 * s2 / (2.0 * (n - 1)))
+    return math.exp(centre - half), math.exp(centre + half)
 
 
 @dataclass(frozen=True, slots=True)

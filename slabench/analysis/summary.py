@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
+from slabench.analysis.stats import TOO_WIDE
 from slabench.core.errors import UserError
 from slabench.core.schema import SUMMARY
 from slabench.evidence.run_status import Saturation
@@ -52,6 +53,11 @@ class Estimate:
     @property
     def has_interval(self) -> bool:
         return self.ci95_low is not None and self.ci95_high is not None
+
+    @property
+    def too_wide(self) -> bool:
+        """The interval spans more than an order of magnitude: shown as such, not as bounds."""
+        return self.has_interval and TOO_WIDE in self.interval
 
 
 class RunSummary(_Model):

@@ -6,7 +6,14 @@ import argparse
 import importlib
 import sys
 
+from slabench import __version__
 from slabench.core.errors import UserError
+
+DESCRIPTION = (
+    "Load testing and SLA grading for OpenAI-compatible LLM endpoints: sweep a workload over load levels, aggregate "
+    "repeats with confidence intervals, grade them against an SLA contract (exit 0 PASS, 1 CONDITIONAL, 2 FAIL, "
+    "3 bad input, 4 measurement incomplete), and size a fleet per GPU. `slabench COMMAND --help` for each command."
+)
 
 # subcommand → module exposing add_parser(subparsers); each parser sets `func(args) -> int`. Only the module of
 # the command being run is imported (a no-op `weights hydrate` in an init container must start fast).
@@ -35,7 +42,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    parser = _Parser(prog="slabench", description=__doc__)
+    parser = _Parser(prog="slabench", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"slabench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     modules = dict.fromkeys(m for name, m in COMMANDS.items() if command in (None, name))  # ordered, unique
     for module in modules:

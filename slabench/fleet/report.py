@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from slabench.core.textcols import aligned, pack, terminal_width
 from slabench.fleet.rules import FleetResult, NodeResult, Severity
 
 SCHEMA_VERSION = 1
@@ -24,16 +25,24 @@ def _row(r: NodeResult) -> tuple[str, ...]:
     )
 
 
-def render_table(result: FleetResult) -> str:
+def render_table(result: FleetResult, width: int | None = None) -> str:
+    """One row per node, each problem under its node. Wider than `width` (default: the terminal's; 80 in a CI log),
+    the GPU name goes on a line of its own under its row."""
+    width = terminal_width() if width is None else width
     img = result.image
-    lines = [f"image {img.name}: CUDA {img.cuda}, arch list {img.arch_list}", ""]
+    lines = [*pack([f"image {img.name}: CUDA {img.cuda}", f"arch list {img.arch_list}"], width, sep=", "), ""]
     rows = [_COLUMNS, *(_row(r) for r in result.results)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    for row_index, row in enumerate(rows):
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        if row_index == 0:
-            continue
-        for finding in result.results[row_index - 1].findings:
+    table = aligned(rows)
+    stacked = max(map(len, table)) > width
+    if stacked:
+        gpu = _COLUMNS.index("GPU")
+        table = aligned([row[:gpu] + row[gpu + 1 :] for row in rows])
+    lines.append(table[0])
+    for line, r in zip(table[1:], result.results, strict=True):
+        lines.append(line)
+        if stacked:
+            lines.append(f"    GPU {r.node.gpu_name}")
+        for finding in r.findings:
             if finding.severity > Severity.OK:
                 lines.append(f"    {finding.severity.name} {finding.rule}: {finding.message}")
     lines.append("")

@@ -49,6 +49,8 @@ from slabench.core.client import (
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.files import check_output
 from slabench.core.record import Outcome, RecordMeta, RequestRecord
+from slabench.core.runcap import ENV as RUNCAP_ENV
+from slabench.core.runcap import capped
 from slabench.core.sinks import check_records_path
 from slabench.core.sse import DEFAULT_MAX_EVENT_BYTES
 from slabench.evidence import provenance
@@ -218,6 +220,23 @@ def check_options(environment: Environment) -> None:
         check_output(p, "--records", is_dir=p.suffix == ".parquet")
     else:
         check_output(Path("runs"), "--records (default runs/<run-id>/records.jsonl)", is_dir=True)
+
+
+def cap_run_time(environment: Environment) -> None:
+    """SLABENCH_MAX_RUN_S (a smoke run of a printed command) shortens -t, and ends a shape's or an untimed run."""
+    opts = environment.parsed_options
+    limit = capped(opts.run_time or None)
+    if limit is None or limit == opts.run_time:
+        return
+    log.info("slabench: %s caps this run at %g s", RUNCAP_ENV, limit)
+    opts.run_time = limit
+    if environment.shape_class is not None:  # Locust starts its -t timer only once a headless shape has finished
+        runner = environment.runner
+
+        def stop_later(**_: Any) -> None:
+            gevent.spawn_later(limit, runner.stop)
+
+        environment.events.test_start.add_listener(stop_later)
 
 
 def new_run_id() -> str:
@@ -615,6 +634,7 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
         check_options(environment)
         opts = environment.parsed_options
         check_records_path(opts.records, opts.run_id, opts.append)
+        cap_run_time(environment)
     except UserError as e:
         fail_at_start(environment, e)
     watch_worker_join(environment, environment.parsed_options.worker_join_timeout)

@@ -8,7 +8,39 @@ import sys
 import time
 from pathlib import Path
 
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Table
+
 from slabench.core.errors import UserError
+
+FIGURES = (("TTFT p50", "ttft_p50", "ms"), ("E2E p50", "e2e_p50", "ms"), ("req/s", "throughput_rps", ""),
+           ("out tok/s", "output_tokens_per_s", ""))  # fmt: skip
+
+
+class CalibrationView:
+    """Measured vs simulated per run, one row each. Narrower than 120 columns (a CI log is 80) each figure stacks
+    measured over → simulated over the difference, and the run's users over its requests."""
+
+    def __init__(self, name: str, rows: list[tuple[str, str, int, int, dict[str, float], dict[str, float]]]) -> None:
+        self.name, self.rows = name, rows  # (fit|validate, run, users, requests, measured, simulated)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        narrow = options.max_width < 120
+        title = f"slabench calibrate — {self.name}: measured vs simulated with the fitted step time"
+        table = Table(title=title, title_justify="left")
+        heads = ["run", "users\nrequests"] if narrow else ["run", "users", "requests"]
+        for h in heads + [f"{t} ({u})" if u else t for t, _, u in FIGURES]:
+            table.add_column(h, justify="left" if h == "run" else "right", no_wrap=True)
+        sep = "\n" if narrow else " "
+        for kind, run, users, requests, meas, sim in self.rows:
+            cells = []
+            for _, key, unit in FIGURES:
+                scale = 1000 if unit == "ms" else 1
+                m, s = meas[key], sim[key]
+                cells.append(f"{m * scale:,.1f}{sep}→ {s * scale:,.1f}{sep}({(s / m - 1) * 100:+.0f}%)")
+            who = [f"{users}\n{requests:,}"] if narrow else [str(users), f"{requests:,}"]
+            table.add_row(f"{kind}:{sep}{run}", *who, *cells)
+        yield table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -46,9 +78,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
     from slabench.plan import calibrate as C
     from slabench.sim.profiles import EngineOptions, load_model_profile
 
@@ -109,28 +138,13 @@ def run(args: argparse.Namespace) -> int:
         model_path = out.with_name(f"{out.stem}-model.yaml")
         model_path.write_text(C.model_yaml(model))
 
-    table = Table(title=f"slabench calibrate — {name}: measured vs simulated with the fitted step time")
-    for h in ("run", "users", "requests", "TTFT p50", "E2E p50", "req/s", "out tok/s"):
-        table.add_column(h, justify="left" if h == "run" else "right")
-
-    def cell(meas: float, sim: float, unit: str) -> str:
-        scale = 1000 if unit == "ms" else 1
-        return f"{meas * scale:,.1f} → {sim * scale:,.1f} ({(sim / meas - 1) * 100:+.0f}%)"
-
     rows = [("fit", r, s) for r, s in result.rows]
     fitted_gpu = C.gpu_profile(name, result.step, options, "fit")
     rows += [("validate", r, C.simulate(r, fitted_gpu, model)) for r in checks]
-    for kind, r, sim in rows:
-        m = r.figures
-        table.add_row(
-            f"{kind}: {'/'.join(Path(r.source).parts[-2:])}",
-            str(r.users),
-            str(r.requests),
-            cell(m["ttft_p50"], sim["ttft_p50"], "ms"),
-            cell(m["e2e_p50"], sim["e2e_p50"], "ms"),
-            cell(m["throughput_rps"], sim["throughput_rps"], ""),
-            cell(m["output_tokens_per_s"], sim["output_tokens_per_s"], ""),
-        )
+    table = CalibrationView(
+        name,
+        [(kind, "/".join(Path(r.source).parts[-2:]), r.users, r.requests, r.figures, sim) for kind, r, sim in rows],
+    )
     console = Console()
     console.print(table)
     st = result.step

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.extras import missing
+from slabench.core.runcap import max_run_s
 from slabench.plan.serving import add_options as add_serving_options
-from slabench.plan.workload import LOADS
+from slabench.plan.workload import LOADS, capped_load
 
 DEFAULT_CONTRACT = Path(__file__).resolve().parents[2] / "sla" / "config_sla_example.yaml"
 
@@ -177,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         from slabench.plan.workload import read_queue
 
         read_queue(args.queue, args.queue_format, args.queue_window, args.queue_block_tokens)  # fails before any work
-    load = build_load(args)
+    load = capped_load(build_load(args), max_run_s())
 
     order = sorted(range(len(refs)), key=lambda i: -_expected_work(refs[i], args.model, load, checks, serving))
     with ProcessPoolExecutor(min(args.jobs, len(refs))) as pool:  # the biggest fleets first: they take longest

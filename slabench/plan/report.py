@@ -6,7 +6,8 @@ import io
 import math
 from dataclasses import dataclass, field
 
-from rich.console import Group
+from rich import box
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -126,47 +127,77 @@ def _usd(x: float) -> str:
     return "∞" if math.isinf(x) else (f"${x:,.2f}" if x >= 10 else f"${x:,.3f}")
 
 
-def table(plan: Plan) -> Group:
-    t = Table(title=f"slabench plan — {plan.contract}: fewest replicas meeting every latency check, cheapest first")
-    for h in (
-        "GPU profile",
-        "instance",
-        "replicas",
-        "$/h",
-        "$/1M out tok",
-        "$/1k calls",
-        "drain",
-        "TTFT p95",
-        "margin",
-    ):
-        t.add_column(h, justify="left" if h in ("GPU profile", "instance", "margin") else "right")
-    notes = []
-    for r in plan.sorted_rows():
-        a = r.answer
-        itype = r.price.instance_type + (f" ({a.gpu.mig_profile})" if a.gpu.mig_profile else "") if r.price else "—"
-        if a.answer is None or r.cost is None:
-            t.add_row(a.gpu.name, itype, Text("none", style="bold red"), "—", "—", "—", "—", "—", "—")
-            notes.append(f"{a.gpu.name}: {a.problem}")
-            continue
-        p = a.answer.prediction
-        b = a.binding
-        margin = f"{b.margin:.2%} ({b.check.name})" if b and b.margin is not None else "—"
-        t.add_row(
-            a.gpu.name,
-            itype,
-            Text(str(a.replicas), style="bold"),
-            _usd(r.cost.usd_per_hour),
-            _usd(r.cost.per_million_output_tokens),
-            _usd(r.cost.per_1000_calls),
-            _s(p.drain_s),
-            _s(p.figures.get("ttft_p95")),
-            margin,
+class PlanView:
+    """The console view: one row per GPU profile, cheapest first, then checks, notes and assumptions. Narrower than
+    120 columns (a CI log is 80) the row stacks: GPU over instance, $/1M over $/1k, drain over TTFT, the margin over
+    its check, so no name or figure is cut."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        plan = self.plan
+        yield self._narrow() if options.max_width < 120 else self._wide()
+        yield Text(f"checks: {', '.join(f'{c.name} ≤ {c.target:g}' for c in plan.checks)}")
+        for r in plan.sorted_rows():
+            if r.answer.answer is None or r.cost is None:
+                yield Text(f"note: {r.answer.gpu.name}: {r.answer.problem}", style="yellow")
+        for a in plan.assumptions:
+            yield Text(f"assumption: {a}")
+
+    def _cells(self) -> list[tuple[str, str, Text, str, str, str, str, str, str, str]]:
+        """Per row: GPU, instance, replicas, $/h, $/1M out, $/1k calls, drain, TTFT p95, margin, binding check."""
+        out = []
+        for r in self.plan.sorted_rows():
+            a = r.answer
+            itype = r.price.instance_type + (f" ({a.gpu.mig_profile})" if a.gpu.mig_profile else "") if r.price else "—"
+            if a.answer is None or r.cost is None:
+                out.append((a.gpu.name, itype, Text("none", style="bold red"), *["—"] * 7))
+                continue
+            p = a.answer.prediction
+            b = a.binding
+            margin, check = (f"{b.margin:.2%}", b.check.name) if b and b.margin is not None else ("—", "")
+            out.append((
+                a.gpu.name, itype, Text(str(a.replicas), style="bold"), _usd(r.cost.usd_per_hour),
+                _usd(r.cost.per_million_output_tokens), _usd(r.cost.per_1000_calls), _s(p.drain_s),
+                _s(p.figures.get("ttft_p95")), margin, check,
+            ))  # fmt: skip
+        return out
+
+    def _title(self) -> str:
+        return f"slabench plan — {self.plan.contract}: fewest replicas meeting every latency check, cheapest first"
+
+    def _wide(self) -> Table:
+        t = Table(title=self._title())
+        heads = (
+            "GPU profile",
+            "instance",
+            "replicas",
+            "$/h",
+            "$/1M out tok",
+            "$/1k calls",
+            "drain",
+            "TTFT p95",
+            "margin",
         )
-    checks = ", ".join(f"{c.name} ≤ {c.target:g}" for c in plan.checks)
-    parts: list = [t, Text(f"checks: {checks}")]
-    parts += [Text(f"note: {n}", style="yellow") for n in notes]
-    parts += [Text(f"assumption: {a}") for a in plan.assumptions]
-    return Group(*parts)
+        for h in heads:
+            t.add_column(h, justify="left" if h in ("GPU profile", "instance", "margin") else "right", no_wrap=True)
+        for gpu, itype, n, usd_h, per_m, per_k, drain, ttft, margin, check in self._cells():
+            t.add_row(gpu, itype, n, usd_h, per_m, per_k, drain, ttft, f"{margin} ({check})" if check else margin)
+        return t
+
+    def _narrow(self) -> Table:
+        t = Table(title=self._title(), box=box.SIMPLE_HEAD, title_justify="left", show_edge=False, padding=(0, 1, 0, 0))
+        heads = ("GPU profile\ninstance", "replicas", "$/h", "$/1M out\n$/1k calls", "drain\nTTFT p95", "margin\ncheck")
+        for h in heads:
+            t.add_column(h, justify="left" if h in (heads[0], heads[-1]) else "right", no_wrap=True)
+        for gpu, itype, n, usd_h, per_m, per_k, drain, ttft, margin, check in self._cells():
+            t.add_row(f"{gpu}\n{itype}", n, usd_h, f"{per_m}\n{per_k}", f"{drain}\n{ttft}", f"{margin}\n{check}")
+        return t
+
+
+def table(plan: Plan) -> PlanView:
+    return PlanView(plan)
 
 
 def plot_png(plan: Plan) -> bytes:

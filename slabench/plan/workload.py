@@ -17,7 +17,7 @@ import hashlib
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +87,17 @@ class PlannedLoad:
         if self.offsets is not None:
             return float(self.offsets[-1] - self.offsets[0]) if len(self.offsets) else 0.0
         return float(self.duration_s or 0.0)
+
+
+def capped_load(load: PlannedLoad, cap_s: float | None) -> PlannedLoad:
+    """The load's first `cap_s` seconds (SLABENCH_MAX_RUN_S: a smoke run of a printed command); None: unchanged."""
+    if cap_s is None:
+        return load
+    description = f"{load.description}, its first {cap_s:g} s only (SLABENCH_MAX_RUN_S)"
+    if load.offsets is not None and load.rows is not None:
+        keep = load.offsets < load.offsets[0] + cap_s if len(load.offsets) else slice(None)
+        return replace(load, description=description, offsets=load.offsets[keep], rows=load.rows[keep])
+    return replace(load, description=description, duration_s=min(load.duration_s or cap_s, cap_s))
 
 
 # -- the request mix -------------------------------------------------------------------------------------------------

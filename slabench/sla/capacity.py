@@ -10,10 +10,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from slabench.sla.contract import UTILIZATION_CHECKS
 from slabench.sla.cost import ReplicaPrice
 from slabench.sla.estimates import LevelEstimates
 
@@ -39,10 +40,38 @@ class CapacityReport:
         return d
 
 
+def _below_notes(below: Sequence[str], short_of: Mapping[str, Sequence[tuple[str, str]]]) -> list[str]:
+    """Why lower levels did not pass, in three kinds: a latency, error or quality check FAILED there (a capacity
+    answer to distrust); only throughput floors or per-unit costs missed (the replica is under-used, not too slow);
+    or nothing failed, some check is only not proven (too little evidence)."""
+    kinds: dict[str, list[str]] = {"failed": [], "under-used": [], "unproven": []}
+    for label in below:
+        missed = short_of.get(label, ())
+        if not missed or any(s == "FAIL" and c not in UTILIZATION_CHECKS for c, s in missed):
+            kind = "failed"
+        elif any(c in UTILIZATION_CHECKS for c, _ in missed):
+            kind = "under-used"
+        else:
+            kind = "unproven"
+        checks = ", ".join(f"{c} {s}" for c, s in missed)
+        kinds[kind].append(f"{label}: {checks}" if checks else label)
+    why = {
+        "failed": "failed on latency, errors or quality ({}): look at those runs before trusting this",
+        "under-used": "under-use the replica ({}): they miss throughput or cost floors only — too little load for "
+        "the card, not a capacity limit",
+        "unproven": "are not proven ({}): too little evidence to PASS, nothing failed",
+    }
+    return [f"lower levels {why[k].format('; '.join(v))}" for k, v in kinds.items() if v]
+
+
 def capacity_report(
-    graded: Sequence[tuple[LevelEstimates, str]], replica: ReplicaPrice, target_rps: float | None
+    graded: Sequence[tuple[LevelEstimates, str]],
+    replica: ReplicaPrice,
+    target_rps: float | None,
+    short_of: Mapping[str, Sequence[tuple[str, str]]] | None = None,
 ) -> CapacityReport:
-    """`graded`: every tested level with its verdict against all of the contract's checks."""
+    """`graded`: every tested level with its verdict against all of the contract's checks; `short_of`: per level
+    label, the (check, status) that did not pass there (tells an under-used level from an overloaded one)."""
     # (position on the load axis, level, verdict): scenarios and unstaged runs have no position
     axis = sorted(
         ((order, lv, str(s)) for lv, s in graded if (order := lv.level.order) is not None), key=lambda p: p[0]
@@ -58,8 +87,7 @@ def capacity_report(
         return CapacityReport(replica.instance_type, tested, None, target_rps, notes=notes)
     best_order, best = passing[-1]
     below = [lv.level.label for order, lv, s in axis if order < best_order and s != "PASS"]
-    if below:
-        notes.append(f"lower levels did not all pass ({', '.join(below)}): look at those runs before trusting this")
+    notes.extend(_below_notes(below, short_of or {}))
     report = CapacityReport(replica.instance_type, tested, best.level.label, target_rps, notes=notes)
     thr = best.get("throughput_rps")
     if thr is None or thr.mean is None:  # (get() already leaves out an estimate without a mean)

@@ -108,6 +108,10 @@ _OTHER_TARGETS: dict[str, _Entry] = {  # annotated: `|=` on a bare literal confu
     ),
 }
 TARGETS |= _OTHER_TARGETS
+# Checks a level misses by being under-used, not overloaded: throughput floors and per-unit costs improve with load.
+UTILIZATION_CHECKS = frozenset(
+    name for name, (_, _, model, _) in TARGETS.items() if model in (ThroughputFloor, CostCeiling)
+)
 
 # pydantic's field definitions: (annotation, FieldInfo); a union made at run time is no static type form.
 _target_fields: dict[str, Any] = {

@@ -348,7 +348,11 @@ def grade(
     if incomplete:
         summary += f" — measurement incomplete: {'; '.join(incomplete)}"
     target_rps = contract.capacity.target_load_rps if contract.capacity else None
-    capacity = capacity_report([(v.level, v.status) for v in verdicts], replica, target_rps)
+    short_of = {
+        v.level.level.label: [(c.check, str(c.status)) for c in v.checks if c.status is not Status.PASS]
+        for v in verdicts
+    }
+    capacity = capacity_report([(v.level, v.status) for v in verdicts], replica, target_rps, short_of)
     return Verdict(
         contract=contract.name,
         sla_file=sla_file,

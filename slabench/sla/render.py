@@ -70,10 +70,11 @@ class VerdictView:
     def _narrow(self) -> Table:
         table = Table(title=f"SLA {self.v.contract} at {self.v.load}", box=box.SIMPLE_HEAD, title_justify="left")
         table.add_column("verdict", no_wrap=True)
-        table.add_column("check: observed [95% CI] vs target (runs / samples)")
-        for c in self.v.checks:
-            figure = f"{fmt(c.observed, c.unit)} [{_interval(c)}] vs {_target(c)} ({c.severity}; {_n(c)})"
-            table.add_row(Text(str(c.status), style=STYLE[c.status]), f"{c.check}\n  {figure}")
+        table.add_column("check\n  observed [95% CI]\n  target (severity; runs / samples)", no_wrap=True)
+        for c in self.v.checks:  # one figure per line: a figure is never wrapped at its unit
+            figure = f"{fmt(c.observed, c.unit)} [{_interval(c)}]"
+            target = f"{_target(c)} ({c.severity}; {_n(c)})"
+            table.add_row(Text(str(c.status), style=STYLE[c.status]), f"{c.check}\n  {figure}\n  {target}")
         return table
 
 
@@ -124,24 +125,57 @@ def verdict_markdown(v: Verdict) -> str:
     return "\n".join(lines)
 
 
-def comparison_table(verdicts: Sequence[Verdict]) -> Table:
-    """Several instance types graded with one contract: capacity and cost side by side."""
-    t = Table(title="capacity per instance type graded")
-    for h in ("instance type", "verdict", "highest passing level", "req/s per replica", "replicas", "$/h", "$/M out"):
-        t.add_column(h)
-    for v in verdicts:
-        cap = v.capacity
-        per_m = next((c.estimate for c in v.cost if c.metric == "cost_per_million_output_tokens_usd"), None)
-        t.add_row(
-            v.deployment.instance_type,
-            Text(str(v.status), style=STYLE[v.status]),
-            cap.highest_passing or "none",
-            f"{cap.per_replica_rps:.4g}" if cap.per_replica_rps is not None else "—",
-            str(cap.replicas_needed) if cap.replicas_needed is not None else "—",
-            f"${cap.usd_per_hour:.4g}" if cap.usd_per_hour is not None else "—",
-            fmt(per_m.mean if per_m else None, "USD"),
-        )
-    return t
+class ComparisonView:
+    """Several instance types graded with one contract: capacity and cost side by side. Narrower than 120 columns
+    (a CI log is 80) the instance type sits over its verdict and the replicas over their $/h."""
+
+    def __init__(self, verdicts: Sequence[Verdict]) -> None:
+        self.verdicts = verdicts
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        narrow = options.max_width < 120
+        t = Table(title="capacity per instance type graded", title_justify="left")
+        heads: tuple[str, ...]
+        if narrow:
+            heads = (
+                "instance type\nverdict",
+                "highest passing\nlevel",
+                "req/s per\nreplica",
+                "replicas\n$/h",
+                "$/M out",
+            )
+        else:
+            heads = (
+                "instance type",
+                "verdict",
+                "highest passing level",
+                "req/s per replica",
+                "replicas",
+                "$/h",
+                "$/M out",
+            )
+        for h in heads:
+            t.add_column(h, no_wrap=True)
+        for v in self.verdicts:
+            cap = v.capacity
+            per_m = next((c.estimate for c in v.cost if c.metric == "cost_per_million_output_tokens_usd"), None)
+            status = Text(str(v.status), style=STYLE[v.status])
+            rps = f"{cap.per_replica_rps:.4g}" if cap.per_replica_rps is not None else "—"  # (None: not sized)
+            n = str(cap.replicas_needed) if cap.replicas_needed is not None else "—"
+            usd = f"${cap.usd_per_hour:.4g}" if cap.usd_per_hour is not None else "—"
+            per_million = fmt(per_m.mean if per_m else None, "USD")
+            level = cap.highest_passing or "none"
+            if narrow:
+                t.add_row(
+                    Text.assemble(v.deployment.instance_type, "\n", status), level, rps, f"{n}\n{usd}", per_million
+                )
+            else:
+                t.add_row(v.deployment.instance_type, status, level, rps, n, usd, per_million)
+        yield t
+
+
+def comparison_table(verdicts: Sequence[Verdict]) -> ComparisonView:
+    return ComparisonView(verdicts)
 
 
 def verdict_section(v: Verdict) -> Section:

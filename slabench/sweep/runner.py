@@ -41,6 +41,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from slabench.core.boundary import loads
 from slabench.core.errors import ExitCode, UserError
+from slabench.core.runcap import capped
 from slabench.core.schema import SWEEP, SWEEP_RUN, FileSchema
 from slabench.evidence import provenance
 from slabench.sim.cli import sim_args_to_argv
@@ -200,11 +201,11 @@ def locust_argv(cfg: SweepConfig, run: PlannedRun, run_dir: Path, run_id: str, u
     argv += ["--stage-level", str(run.level), "--stage-repeat", str(run.repeat), "--exit-code-on-error", "0"]
     argv += ["--api-key-env", cfg.target.api_key_env, "--stop-timeout", f"{r.stop_timeout_s:g}"]
     if r.duration_s is not None:
-        argv += ["-t", f"{r.duration_s:g}s"]
+        argv += ["-t", f"{capped(r.duration_s):g}s"]
     else:
         argv += ["--stop-after-requests", str(r.requests)]
-        if r.max_duration_s is not None:
-            argv += ["-t", f"{r.max_duration_s:g}s"]
+        if (limit := capped(r.max_duration_s)) is not None:
+            argv += ["-t", f"{limit:g}s"]
     if r.processes > 1:
         argv += ["--processes", str(r.processes)]
     if cfg.target.insecure:

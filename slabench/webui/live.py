@@ -2,9 +2,11 @@
 every clock reading is passed in, nothing here does I/O or knows Locust.
 
 Definitions (the same as `sla.single_run`, so the live figures and the final verdict speak one language):
-- latencies (TTFT = first_token − sent, ITL per token, TPOT, E2E) from `slabench.core.metrics` (ITL through the
+- latencies (TTFT, ITL per token, TPOT, E2E) from `slabench.core.metrics` (ITL through the
   aggregator's own column-wise formula, `slabench.analysis.columns.record_itl`), over `ok` records;
-  percentiles are type 7 (numpy ``linear``); ITL percentiles pool every token gap;
+  percentiles are type 7 (numpy ``linear``); ITL percentiles pool every token gap; TTFT counts from `scheduled`
+  under an open-loop shape (what the verdict grades: free of coordinated omission), else from `sent`, and
+  `ttft_sent` (open loop only) counts from when the request went out;
 - lateness (sent − scheduled) over every record that has both, whatever its outcome (open loop only);
 - failed share = (error + incomplete) / (records that are not `dropped`); each category's share over the same base;
   `dropped` records (cancelled at stop, lost with a worker, not sent) are counted by category, outside the rates;
@@ -34,7 +36,7 @@ from slabench.webui.quantiles import Quantiles
 SCHEMA_VERSION = 1
 PCTS = (50.0, 95.0, 99.0)
 PCT_NAMES = ("p50", "p95", "p99")
-LATENCIES = ("ttft", "itl", "tpot", "e2e", "lateness")
+LATENCIES = ("ttft", "ttft_sent", "itl", "tpot", "e2e", "lateness")
 DEFAULT_WINDOW_S = 30.0
 
 
@@ -45,7 +47,8 @@ class Entry:
     finished: float  # wall clock
     outcome: Outcome
     category: str | None  # error category (or outcome) of a record that is not ok
-    ttft: float | None
+    ttft: float | None  # the graded one: from `scheduled` in open loop, else from `sent`
+    ttft_sent: float | None  # open loop only: from `sent`
     tpot: float | None
     e2e: float | None
     lateness: float | None
@@ -61,11 +64,13 @@ def finished_wall(r: RequestRecord, arrived: float) -> float:
 
 def entry(r: RequestRecord, arrived: float) -> Entry:
     ok = r.outcome is Outcome.OK
+    open_loop = r.scheduled is not None
     return Entry(
         finished=finished_wall(r, arrived),
         outcome=r.outcome,
         category=None if ok else str(r.error_category or r.outcome),
-        ttft=metrics.ttft(r) if ok else None,
+        ttft=(metrics.ttft_scheduled(r) if open_loop else metrics.ttft(r)) if ok else None,
+        ttft_sent=metrics.ttft(r) if ok and open_loop else None,
         tpot=metrics.tpot(r) if ok else None,
         e2e=metrics.e2e(r) if ok else None,
         lateness=metrics.lateness(r),
@@ -168,7 +173,7 @@ class LiveAggregator:
         self._window.append(e)
         self._total.add(e)
         q = self._quantiles
-        for name in ("ttft", "tpot", "e2e", "lateness"):
+        for name in ("ttft", "ttft_sent", "tpot", "e2e", "lateness"):
             v = getattr(e, name)
             if v is not None:
                 q[name].add((v,))

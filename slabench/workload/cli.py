@@ -13,6 +13,7 @@ from slabench.core.errors import UserError
 from slabench.core.extras import require
 from slabench.core.files import check_output
 from slabench.core.queue import QueueItem
+from slabench.core.textcols import aligned, pack, terminal_width
 from slabench.workload.accounts import load_settings
 from slabench.workload.dataset import (
     build_item,
@@ -101,7 +102,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(_format(report))
+        print(_format(report, terminal_width()))
     if args.plot:
         from slabench.workload.plots import plot_stats
 
@@ -110,37 +111,47 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pct(d: dict[str, float] | None) -> str:
-    if d is None:
-        return "no data"
-    return " / ".join(f"{v:,.0f}" for v in d.values())
+_MEASURES = (("prompt verbose", "prompt_tokens", "verbose"), ("prompt terse", "prompt_tokens", "terse"),
+             ("output verbose", "output_tokens", "verbose"), ("output terse", "output_tokens", "terse"),
+             ("transcript", "transcript_tokens", None))  # fmt: skip
 
 
-def _format(r: dict[str, Any]) -> str:
-    out = [f"dataset {r['dataset']}", f"token counts: {r['token_estimator']}", f"lengths from {r['length_source']}", ""]
-    head = f"{'account':8} {'n':>6}  {'prompt verbose p10/p50/p90/p99':>32}  {'prompt terse':>28}  "
-    head += f"{'output verbose':>24}  {'output terse':>20}  {'transcript':>26}"
+def _pcts(s: dict[str, Any], key: str, task: str | None) -> list[str]:
+    d = s[key][task] if task else s[key]
+    return [f"{v:,.0f}" for v in d.values()] if d is not None else ["no data", "", "", ""]
+
+
+def _format(r: dict[str, Any], width: int = 80) -> str:
+    """Token lengths per account, two measures side by side (p10 / p50 / p90 / p99 each), then the arrivals: every
+    figure whole at 80 columns."""
+    out = [f"dataset {r['dataset']}", *pack(["token counts:", *r["token_estimator"].split()], width, sep=" ")]
+    out += [f"lengths from {r['length_source']}", ""]
     for title, rows in (("queue calls", r["lengths"]), ("golden calls", r["golden"])):
-        out += [title, head]
-        for s in rows:
-            out.append(
-                f"{s['account']:8} {s['items']:>6}  {_pct(s['prompt_tokens']['verbose']):>32}  "
-                f"{_pct(s['prompt_tokens']['terse']):>28}  {_pct(s['output_tokens']['verbose']):>24}  "
-                f"{_pct(s['output_tokens']['terse']):>20}  {_pct(s['transcript_tokens']):>26}"
-            )
-        out.append("")
-    out.append("arrivals (per-second counts over the window; 100 ms peak = busiest sliding 100 ms window)")
+        out.append(f"{title}: tokens per call")
+        for pair in (_MEASURES[0:2], _MEASURES[2:4], _MEASURES[4:5]):
+            head = ["account", "n", *(("p10", "p50", "p90", "p99") * len(pair))]
+            body = [[s["account"], f"{s['items']:,}", *(c for _, k, t in pair for c in _pcts(s, k, t))] for s in rows]
+            lines = aligned([head, *body], right=range(1, len(head)))
+            widths = [max(len(row[i]) for row in (head, *body)) for i in range(len(head))]
+            starts = [sum(widths[:i]) + 2 * i for i in range(2, len(head), 4)]
+            names = ""
+            for (name, *_), at in zip(pair, starts, strict=True):  # each measure's name over its four columns
+                names = names.ljust(at) + name
+            out += [names, *lines, ""]
+    out.append("arrivals (per-second counts; 100 ms peak = the busiest sliding 100 ms window)")
     for kind, a in r["arrivals"].items():
         if not a["count"]:
             out.append(f"{kind:6} no data")
             continue
-        shares = ", ".join(f"{k} {v:.1%}" for k, v in a["account_shares"].items())
-        out.append(
-            f"{kind:6} n={a['count']:,} in [{a['min_offset_s']:.3f}, {a['max_offset_s']:.3f}] s, mean "
-            f"{a['mean_rate']:.1f}/s; per second p50 {a['per_second_p50']:.0f}, p99 {a['per_second_p99']:.0f}, "
-            f"max {a['per_second_max']}; 100 ms peak {a['peak_100ms_rate']:.0f} req/s; inter-arrival CV "
-            f"{a['interarrival_cv']:.2f}; shares {shares}"
-        )
+        parts = [
+            f"{kind} n={a['count']:,} in [{a['min_offset_s']:.3f}, {a['max_offset_s']:.3f}] s",
+            f"mean {a['mean_rate']:.1f}/s",
+            f"per second p50 {a['per_second_p50']:.0f}, p99 {a['per_second_p99']:.0f}, max {a['per_second_max']}",
+            f"100 ms peak {a['peak_100ms_rate']:.0f} req/s",
+            f"inter-arrival CV {a['interarrival_cv']:.2f}",
+            "shares " + ", ".join(f"{k} {v:.1%}" for k, v in a["account_shares"].items()),
+        ]
+        out += pack(parts, width)
     return "\n".join(out)
 
 

@@ -29,6 +29,8 @@ def test_measured_item_accuracy_matches_the_simulated_models(tmp_path):
         "0.0002",
         "--sim-grading-accuracy",
         "0.8",
+        "--qa-task",
+        "verbose",
         "--records",
         str(records_path),
     )

@@ -45,8 +45,11 @@ def test_percentile_across_repeats_and_pooled(tree):
     # per run p50 (type 7 on 4 values): 0.25, 0.35, 0.45 → mean 0.35, std 0.1
     assert [r.metrics["ttft_p50"] for r in s.level(1).runs] == pytest.approx([0.25, 0.35, 0.45])
     assert (e.mean, e.std, e.n) == (pytest.approx(0.35), pytest.approx(0.1), 3)
-    assert e.ci95_low == pytest.approx(0.35 - T2 * 0.1 / math.sqrt(3))
-    assert e.ci95_high == pytest.approx(0.35 + T2 * 0.1 / math.sqrt(3))
+    ys = [math.log(v) for v in (0.25, 0.35, 0.45)]  # a latency: the interval on the log scale (modified Cox)
+    y, s2 = sum(ys) / 3, sum((v - sum(ys) / 3) ** 2 for v in ys) / 2
+    half = T2 * math.sqrt(s2 / 3 + s2 * s2 / 4)
+    assert e.ci95_low == pytest.approx(math.exp(y + s2 / 2 - half))
+    assert e.ci95_high == pytest.approx(math.exp(y + s2 / 2 + half))
     assert e.cv == pytest.approx(0.1 / 0.35)
     # pooled: the 12 values 0.1 0.2 0.2 0.3 0.3 0.3 0.4 0.4 0.4 0.5 0.5 0.6 → rank 5.5 → (0.3 + 0.4) / 2
     assert e.pooled == pytest.approx(0.35)

@@ -66,11 +66,43 @@ def test_t_cdf_and_betainc_known_points():
 
 
 def test_spread_by_hand():
+    """Positive values: the modified Cox interval on the logs, exp(ȳ + s²/2 ± t · √(s²/n + s⁴/(2(n − 1))))."""
     s = spread([1.0, 2.0, 3.0])
     assert (s.mean, s.std, s.n, s.cv) == (2.0, 1.0, 3, 0.5)
-    half = 4.302652729749464 / math.sqrt(3)  # t(0.975, 2) · s / √n
-    assert s.ci_low == pytest.approx(2.0 - half)
-    assert s.ci_high == pytest.approx(2.0 + half)
+    ys = [0.0, math.log(2.0), math.log(3.0)]
+    y, s2 = sum(ys) / 3, sum((v - sum(ys) / 3) ** 2 for v in ys) / 2
+    half = 4.302652729749464 * math.sqrt(s2 / 3 + s2 * s2 / 4)  # t(0.975, 2)
+    assert s.ci_low == pytest.approx(math.exp(y + s2 / 2 - half))
+    assert s.ci_high == pytest.approx(math.exp(y + s2 / 2 + half))
+    assert s.interval.startswith("student-t on the log scale across runs")
+
+
+def test_a_positive_figure_never_gets_a_negative_bound():
+    """Three runs of TTFT p95 whose plain Student-t interval is [-80.1, 335.1] ms (docs/analysis.md)."""
+    s = spread([60.0, 101.5, 221.0])
+    assert (s.ci_low, s.ci_high) == (pytest.approx(21.015, abs=1e-3), pytest.approx(891.97, abs=1e-2))
+    plain_low = s.mean - 4.302652729749464 * s.std / math.sqrt(3)
+    assert plain_low < 0 < s.ci_low < s.mean < s.ci_high
+    assert "too wide to mean anything" in s.interval  # upper ÷ lower over 10: an order of magnitude
+
+
+def test_a_run_at_zero_floors_the_interval_at_zero():
+    s = spread([0.0, 1.0, 1.2])  # e.g. a run that answered nothing: no log scale
+    half = 4.302652729749464 * s.std / math.sqrt(3)
+    assert s.ci_low == 0.0 and s.ci_high == pytest.approx(s.mean + half)
+    assert s.interval.startswith("student-t across runs, floored at 0") and "too wide" in s.interval
+
+
+def test_a_tight_interval_is_not_marked_wide():
+    s = spread([100.0, 104.0, 98.0])
+    assert s.ci_low > 90 and s.ci_high < 115 and "too wide" not in s.interval
+
+
+def test_a_figure_that_can_be_negative_keeps_the_plain_interval():
+    s = spread([-1.0, 0.5, 2.0])
+    half = 4.302652729749464 * s.std / math.sqrt(3)
+    assert (s.ci_low, s.ci_high) == (pytest.approx(s.mean - half), pytest.approx(s.mean + half))
+    assert s.interval == "student-t across runs"
 
 
 def test_spread_one_value_has_no_interval_and_none_is_skipped():

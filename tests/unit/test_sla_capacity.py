@@ -81,3 +81,35 @@ def test_grading_a_sweep_answers_capacity_per_instance_type():
         "g5.xlarge": ("concurrency 16", n, pytest.approx(n * 1.006)),
         "g6e.xlarge": ("concurrency 16", n, pytest.approx(n * 1.861)),
     }
+
+
+def _sweep_with_a_weak_low_level(low: dict):
+    """4 users measured as `low` (ttft_p95, output tok/s), 8 users passing everything; graded by one contract."""
+    targets = {"ttft_p95_s": {"max": 2.0}, "output_tokens_per_s": {"min": 500}}
+    ttft, tok = low
+    levels = [
+        level(4, ttft_p95=est(ttft, 0.1), output_tokens_per_s=est(tok, 10.0), throughput_rps=est(1.0, 0.1)),
+        level(8, ttft_p95=est(0.5, 0.1), output_tokens_per_s=est(600.0, 10.0), throughput_rps=est(2.0, 0.1)),
+    ]
+    return grade(contract(load={"concurrency": 8}, targets=targets), replica(), levels).capacity
+
+
+def test_an_under_used_lower_level_is_not_called_a_failure():
+    c = _sweep_with_a_weak_low_level((0.3, 360.0))  # fast, but too few output tokens/s for the floor
+    assert c.highest_passing == "concurrency 8"
+    (note,) = c.notes
+    assert "under-use the replica (concurrency 4: output_tokens_per_s FAIL)" in note
+    assert "not a capacity limit" in note and "look at those runs" not in note
+
+
+def test_a_latency_failure_below_the_passing_level_is_a_warning():
+    c = _sweep_with_a_weak_low_level((3.0, 600.0))
+    (note,) = c.notes
+    assert "failed on latency, errors or quality (concurrency 4: ttft_p95_s FAIL)" in note
+    assert "look at those runs before trusting this" in note
+
+
+def test_a_lower_level_only_short_of_evidence_is_unproven():
+    c = _sweep_with_a_weak_low_level((1.95, 600.0))  # CI upper 2.05 crosses 2.0: CONDITIONAL, not FAIL
+    (note,) = c.notes
+    assert "not proven (concurrency 4: ttft_p95_s CONDITIONAL)" in note and "nothing failed" in note

@@ -167,7 +167,7 @@ def test_the_verdict_reads_in_an_80_column_ci_log(slabench, tmp_path, run_dir, c
     targets = "  ttft_p95_s: {max: 1}\n  cost_per_million_output_tokens_usd: {max: 100}\n  throughput_rps: {min: 1}\n"
     slabench(["grade", str(run_dir), "--sla", contract(tmp_path, targets)])
     out = capsys.readouterr().out
-    table = out.split("check: observed", 1)[1].split("PASS ttft_p95_s:", 1)[0]  # the table, before the reasons
+    table = out.split("target (severity; runs / samples)", 1)[1].split("PASS ttft_p95_s:", 1)[0]  # before the reasons
     assert max(len(line) for line in table.splitlines()) <= 80
     for name in ("ttft_p95_s", "cost_per_million_output_tokens_usd", "throughput_rps"):
         assert any(line.split() and line.split()[-1] == name for line in table.splitlines()), name  # never wrapped

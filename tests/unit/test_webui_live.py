@@ -216,3 +216,35 @@ def test_the_live_views_itl_equals_metrics_itl(times: list[float], chunk_tokens:
         chunk_tokens=None if chunk_tokens is None else tuple(chunk_tokens),
     )
     assert record_itl(r).tolist() == metrics.itl(r)
+
+
+def test_open_loop_ttft_is_the_graded_one_from_scheduled_and_from_sent_is_beside_it(tmp_path) -> None:
+    """Under an open-loop shape the verdict counts TTFT from `scheduled`: the live view shows that one as TTFT, and
+    the TTFT from `sent` under its own name, so the two screens never disagree on the same requests."""
+    from slabench.analysis.aggregate import aggregate
+    from tests.analysis_helpers import write_run
+
+    a = LiveAggregator(window_s=100.0)
+    a.reset(started=T0)
+    # scheduled at 2.0, sent 0 / 0.25 / 0.5 / 1.0 s late, first token 0.5 s after sending
+    records = [
+        rec(i, 2.0 + late, (2.5 + late, 2.6 + late), end=2.7 + late, tokens=2, scheduled=2.0)
+        for i, late in enumerate((0.0, 0.25, 0.5, 1.0))
+    ]
+    for r in records:
+        a.add(r, arrived=T0 + 5)
+    lat = a.snapshot(now=T0 + 5)["window"]["latency"]
+    # from scheduled: [.5 .75 1.0 1.5] → p50 .875, p95 at rank 2.85 → 1.0 + .85 · .5
+    assert lat["ttft"]["p50"] == pytest.approx(0.875) and lat["ttft"]["p95"] == pytest.approx(1.425)
+    assert lat["ttft_sent"] == pytest.approx({"p50": 0.5, "p95": 0.5, "p99": 0.5, "n": 4})
+    # the aggregator behind the verdict, on the same records, says the same TTFT
+    write_run(tmp_path, 1, 1, records)
+    assert aggregate(tmp_path).level(1).metrics["ttft_p95"].pooled == pytest.approx(lat["ttft"]["p95"])
+
+
+def test_closed_loop_has_no_ttft_from_sent() -> None:
+    a = LiveAggregator(window_s=100.0)
+    a.reset(started=T0)
+    a.add(R1, arrived=T0 + 1)
+    lat = a.snapshot(now=T0 + 1)["window"]["latency"]
+    assert lat["ttft"]["p50"] == pytest.approx(0.1) and lat["ttft_sent"]["n"] == 0

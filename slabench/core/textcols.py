@@ -1,0 +1,42 @@
+"""Plain-text tables and lines that read at the terminal's width (80 in a CI log or a pipe). Pure, but for
+`terminal_width`."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Sequence
+
+
+def terminal_width() -> int:
+    """The terminal's columns; 80 without a terminal (CI logs, `| tee`), or $COLUMNS."""
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def aligned(rows: Sequence[Sequence[str]], right: Iterable[int] = (), gap: str = "  ") -> list[str]:
+    """Rows as aligned columns (the columns in `right` right-aligned), trailing spaces stripped."""
+    right = set(right)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
+    return [
+        gap.join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def pack(parts: Iterable[str], width: int, indent: str = "  ", sep: str = "; ") -> list[str]:
+    """Join `parts` with `sep` into lines of at most `width` columns, breaking only between parts (a part longer
+    than a line keeps a line of its own: a figure is never cut). Lines after the first are indented."""
+    lines: list[str] = []
+    line = ""
+    for part in parts:
+        lead = indent if lines else ""
+        candidate = f"{line}{sep}{part}" if line else f"{lead}{part}"
+        if line and len(candidate) > width:
+            lines.append(line + sep.rstrip())
+            line = f"{indent}{part}"
+        else:
+            line = candidate
+    if line:
+        lines.append(line)
+    return lines
