@@ -3,6 +3,7 @@ as printed, in seconds instead of minutes). Unset, nothing changes."""
 
 from __future__ import annotations
 
+import math
 import os
 
 from slabench.core.errors import UserError
@@ -19,7 +20,7 @@ def max_run_s() -> float | None:
         cap = float(raw)
     except ValueError:
         cap = 0.0
-    if not cap > 0:
+    if not 0 < cap < math.inf:
         raise UserError(f"{ENV}={raw!r}: must be a number of seconds above 0 (or unset)")
     return cap
 

@@ -394,6 +394,33 @@ def _grade_summary(path: Path) -> tuple[int, str]:
     return cli(["grade", str(path.parent), "--sla", str(path.parents[1] / "sla.yaml"), "--no-write"])
 
 
+def _run_cap_env(folder: Path) -> Path:
+    p = folder / "env.json"
+    p.write_text(json.dumps({"SLABENCH_MAX_RUN_S": "5"}))
+    return p
+
+
+def _run_cap(path: Path) -> Any:
+    """SLABENCH_MAX_RUN_S as slabench reads it from the environment."""
+    from slabench.core.runcap import ENV, max_run_s
+
+    env = json.loads(path.read_text())
+    value = env.get(ENV) if isinstance(env, dict) else env
+    old = os.environ.get(ENV)
+    os.environ[ENV] = value if isinstance(value, str) else json.dumps(value)
+    try:
+        return max_run_s()
+    finally:
+        if old is None:
+            del os.environ[ENV]
+        else:
+            os.environ[ENV] = old
+
+
+def _cap_holds(cap: Any, path: Path) -> None:
+    assert cap is None or (isinstance(cap, float) and 0 < cap < math.inf), cap
+
+
 def _prompts(folder: Path) -> Path:
     p = folder / "prompts.jsonl"
     rows = [{"messages": [{"role": "user", "content": f"q{i}"}], "id": f"p{i}", "max_tokens": 16} for i in range(3)]
@@ -612,6 +639,8 @@ ENTRIES: list[Entry] = [
     Entry("serving-values", ("slabench/plan/serving.py",), "yaml",
           copy_repo_file("helm/vllm-serving/ci/whole-card-values.yaml"), _serving_flags,
           seeds=((("model", "maxNumSeqs"), -1), (("model", "gpuMemoryUtilization"), math.nan))),
+    Entry("env-run-cap", ("slabench/core/runcap.py",), "json", _run_cap_env, _run_cap, _cap_holds,
+          seeds=((("SLABENCH_MAX_RUN_S",), "inf"), (("SLABENCH_MAX_RUN_S",), "nan"), (("SLABENCH_MAX_RUN_S",), "-3"))),
     Entry("grade-summary", ("slabench/analysis/recheck.py",), "json", _summary_tree, _grade_summary, exit_ok,
           weight=0.5),
     # the other helpers' parts of issue 30: registered now, expected to fail until they land
