@@ -404,10 +404,14 @@ def _run_cap(path: Path) -> Any:
     """SLABENCH_MAX_RUN_S as slabench reads it from the environment."""
     from slabench.core.runcap import ENV, max_run_s
 
-    env = json.loads(path.read_text())
+    text = path.read_bytes().decode("utf-8", "replace").replace("\0", "")  # an environment value: any text, no NUL
+    try:
+        env = json.loads(text)
+    except ValueError:
+        env = text
     value = env.get(ENV) if isinstance(env, dict) else env
     old = os.environ.get(ENV)
-    os.environ[ENV] = value if isinstance(value, str) else json.dumps(value)
+    os.environ[ENV] = (value if isinstance(value, str) else json.dumps(value)).replace("\0", "")
     try:
         return max_run_s()
     finally:
