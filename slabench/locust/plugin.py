@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import signal
 import sys
@@ -39,6 +38,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRu
 
 from slabench import webui
 from slabench.core import metrics
+from slabench.core.api_key import api_key_from_env
 from slabench.core.client import (
     StreamingClient,
     Target,
@@ -51,6 +51,7 @@ from slabench.core.client import (
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.files import check_output
 from slabench.core.record import ErrorCategory, Outcome, RecordMeta, RequestRecord
+from slabench.core.run_id import check_run_id
 from slabench.core.sinks import check_records_path
 from slabench.core.sse import DEFAULT_MAX_EVENT_BYTES
 from slabench.evidence import provenance
@@ -180,7 +181,8 @@ def add_options(parser: Any) -> None:
 
 
 def check_options(environment: Environment) -> None:
-    """The slabench options' ranges, the --records path and the --prompts file; raises UserError naming the option."""
+    """The slabench options' ranges, the run id, the API key, the --records path and the --prompts file; raises
+    UserError naming the option."""
     o = environment.parsed_options
     for name, value, least in (
         ("--max-tokens", o.max_tokens, 1),
@@ -197,6 +199,9 @@ def check_options(environment: Environment) -> None:
     ):
         if not value > 0:
             raise UserError(f"{name} {value:g}: must be more than 0 seconds")
+    if o.run_id:
+        check_run_id(o.run_id)
+    api_key_from_env(o.api_key_env)
     users = getattr(o, "num_users", None)
     if o.headless and environment.shape_class is None and users is not None and users < 1:
         raise UserError(f"-u {users}: a run needs at least 1 user (-u 1 or more), or a load shape")
@@ -285,7 +290,7 @@ class RecordHub:
         o = self.opts
         return Target(
             base_url=host,
-            api_key=os.environ.get(o.api_key_env) or None,
+            api_key=api_key_from_env(o.api_key_env),  # checked at init, before any load
             verify_tls=not o.insecure,
             connect_timeout=o.connect_timeout,
             stall_timeout=o.stall_timeout,
@@ -562,7 +567,11 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     environment.events.quitting.add_listener(_stop_run_before_quitting)
     hub = RecordHub(environment)
     environment.slabench = hub
-    if isinstance(runner, WorkerRunner):
+    if isinstance(runner, WorkerRunner):  # its own environment holds its key
+        try:
+            api_key_from_env(environment.parsed_options.api_key_env)
+        except UserError as e:
+            fail_at_start(environment, e)
         return
     try:  # every option and input file now, once, before any load (workers get the master's options)
         check_options(environment)

@@ -1,0 +1,171 @@
+"""Hostile input at `recover`, the API key, run ids and the web UI's start form, `plan`, `calibrate`, `--tokenizer`
+and `grade` (issue 30): each is one line naming the flag, file or field and what would fix it, exit 3 (never a
+traceback), and nothing measured is lost. The sibling of test_bad_input.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from slabench.commands.cli import main
+from slabench.core.sinks import read_records
+from slabench.locust.spool import Journal
+from tests.analysis_helpers import rec
+from tests.locust_run import ROOT, run_locust, scrape
+
+
+def one_line(err: str) -> str:
+    lines = [x for x in err.strip().splitlines() if x.strip()]
+    assert len(lines) == 1, lines
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def read_only(directory: Path, argv: list[str]) -> subprocess.CompletedProcess:
+    """`argv` (a slabench command) run while `directory` is read-only: chmod for a normal user; as root (who writes
+    anywhere) a read-only bind mount in a mount namespace of its own, gone when the command ends."""
+    cmd = [sys.executable, "-m", "slabench", *argv]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if os.geteuid() != 0:
+        mode = directory.stat().st_mode
+        directory.chmod(0o555)
+        try:
+            return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+        finally:
+            directory.chmod(mode)
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) to make a folder read-only for root")
+    script = 'mount --bind -o ro "$0" "$0" && exec "$@"'
+    res = subprocess.run(["unshare", "-m", "sh", "-c", script, str(directory), *cmd],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    if "mount:" in res.stderr:
+        pytest.skip(f"cannot mount read-only here: {res.stderr.strip()}")
+    return res
+
+
+# -- recover: never loses its input or its output ------------------------------------------------------------------
+def write_spool(path: Path, worker: str, answered: int, in_flight: int, run_id: str = "r") -> list[str]:
+    """A worker's journal: `answered` requests with their records, `in_flight` that began without one. Their ids."""
+    j = Journal(path)
+    ids = []
+    for i in range(answered + in_flight):
+        r = rec(float(i), run_id=run_id, worker_id=worker)
+        j.began({"request_id": r.request_id, "started_wall": r.wall_sent, "run_id": run_id, "worker_id": worker})
+        if i < answered:
+            j.record(r.to_dict())
+        ids.append(r.request_id)
+    j.close()
+    return ids
+
+
+def test_recover_in_the_records_folder_keeps_its_output_and_the_spools(tmp_path, capsys):
+    run = tmp_path / "runs" / "r"
+    ids = write_spool(run / "w1.jsonl", "w1", 5, 2) + write_spool(run / "w2.jsonl", "w2", 4, 0)
+    master = [rec(100.0 + i, run_id="r", worker_id="w9") for i in range(3)]
+    (run / "records.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in master))
+    (run / "server_metrics.jsonl").write_text('{"run_id": "r", "t": 1.0}\n')  # the master's scrape log
+    out = run / "records.jsonl"
+
+    code, stdout, err = run_cli(["recover", str(run), "--out", str(out)], capsys)
+    assert code == 0, err
+    assert "14 records" in stdout and "read back whole" in stdout and "spools kept" in stdout, stdout
+    got = Counter(r.request_id for r in read_records(out))
+    assert got == Counter(ids + [r.request_id for r in master])
+    assert (run / "w1.jsonl").exists() and (run / "w2.jsonl").exists()  # kept unless asked
+    assert not [p.name for p in run.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+    code, stdout, err = run_cli(["recover", str(run), "--out", str(out), "--remove-spools"], capsys)
+    assert code == 0, err
+    assert "2 spool file(s) removed" in stdout, stdout
+    assert Counter(r.request_id for r in read_records(out)) == got  # again, each request once
+    assert not (run / "w1.jsonl").exists() and not (run / "w2.jsonl").exists()
+    assert (run / "server_metrics.jsonl").exists()
+
+
+def test_recover_with_remove_spools_keeps_a_plain_records_file_it_merged(tmp_path, capsys):
+    spool = tmp_path / "spool" / "r"
+    write_spool(spool / "w1.jsonl", "w1", 3, 1)
+    plain = [rec(50.0 + i, run_id="r") for i in range(2)]
+    (spool / "copy-of-records.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in plain))
+    out = tmp_path / "out" / "records.parquet"
+    code, _, err = run_cli(["recover", str(spool), "--out", str(out), "--remove-spools"], capsys)
+    assert code == 0, err
+    assert len(read_records(out)) == 6
+    assert (spool / "copy-of-records.jsonl").exists() and not (spool / "w1.jsonl").exists()
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_recover_into_a_read_only_folder_is_one_line_and_loses_nothing(tmp_path, suffix):
+    spool = tmp_path / "spool" / "r"
+    write_spool(spool / "w1.jsonl", "w1", 3, 1)
+    before = (spool / "w1.jsonl").read_bytes()
+    target = tmp_path / "ro"
+    target.mkdir()
+    res = read_only(target, ["recover", str(spool), "--out", str(target / f"records{suffix}"), "--remove-spools"])
+    assert res.returncode == 3, res.stderr
+    line = one_line(res.stderr)
+    assert "--out" in line and str(target) in line, line
+    assert (spool / "w1.jsonl").read_bytes() == before
+    assert list(target.iterdir()) == []
+
+
+def test_recover_refuses_a_spool_whose_run_id_would_leave_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_spool(tmp_path / "spool" / "w1.jsonl", "w1", 2, 0, run_id="../../escaped")
+    code, _, err = run_cli(["recover", str(tmp_path / "spool")], capsys)
+    line = one_line(err)
+    assert code == 3 and "run id" in line and "../../escaped" in line, line
+    assert not (tmp_path.parent.parent / "escaped").exists()
+
+
+# -- the API key: refused before any load, never printed -------------------------------------------------------------
+SECRET = "sk-test-5ecret-Key"
+
+
+@pytest.mark.parametrize(
+    ("key", "processes"),
+    [(SECRET + tail, None) for tail in ("\n", "\r\n", " x", "\x07", "\x1b", "é")] + [(SECRET + "\n", "2")],
+)
+def test_an_api_key_with_a_control_character_stops_the_run_before_any_load(simulator, tmp_path, key, processes):
+    url = simulator("--ttft", "0.01", "--itl", "0.001", "--output-tokens", "4")
+    env = {**os.environ, "SLABENCH_KEY": key}
+    argv = ["-f", "locustfiles/chat_replay.py", "--host", url, "-u", "2", "-r", "2", "-t", "20s"]
+    argv += ["--api-key-env", "SLABENCH_KEY", "--records", str(tmp_path / "r.jsonl")]
+    res = run_locust(*argv, *(("--processes", processes) if processes else ()), env=env)
+    assert res.returncode == 3, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+    lines = [x for x in res.stderr.splitlines() if "slabench:" in x]
+    assert lines and all("--api-key-env SLABENCH_KEY" in x for x in lines), lines
+    assert SECRET not in res.stderr + res.stdout
+    assert scrape(url).get("slabench_sim_requests_received_total", 0) == 0
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_an_api_key_with_a_newline_is_refused_by_every_command_that_reads_one(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SLABENCH_KEY", SECRET + "\n")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("name: s\nlevels: [1]\nrepeats: 2\nrun: {duration_s: 5}\ntarget: {api_key_env: SLABENCH_KEY}\n")
+    for argv, flag in (
+        (["simulate", "--port", "0", "--api-key-env", "SLABENCH_KEY"], "--api-key-env SLABENCH_KEY"),
+        (["scrape", "--url", "http://127.0.0.1:9", "--out", str(tmp_path / "m.jsonl"), "--api-key-env",
+          "SLABENCH_KEY"], "--api-key-env SLABENCH_KEY"),
+        (["sweep", "--config", str(sweep), "--output-dir", str(tmp_path / "runs")], "target.api_key_env"),
+    ):  # fmt: skip
+        code, out, err = run_cli(argv, capsys)
+        line = one_line(err)
+        assert code == 3 and flag in line and "newline" in line, line
+        assert SECRET not in out + err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "m.jsonl").exists()
