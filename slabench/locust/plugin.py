@@ -237,6 +237,7 @@ class RecordHub:
         self.workers = WorkerWatch(self.runner)  # master: workers missing heartbeats (empty elsewhere)
         self._user_seq = 0
         self._model: str | None = self.opts.model or None
+        self._model_known = self._model is not None
         self._model_lock = gevent.lock.Semaphore()
         self._pump: gevent.Greenlet | None = None
         self.simulator: EmbeddedSimulator | None = None
@@ -299,16 +300,26 @@ class RecordHub:
         )
 
     def model(self, host: str) -> str:
-        """--model, else the first model the server lists (asked once per process)."""
+        """--model, else the first model the server lists (asked once per process and run; a run that could not
+        ask uses "default", and the next run asks again)."""
         with self._model_lock:
             if self._model is None:
-                self._model = discover_model(self.target(host)) or "default"
+                found = discover_model(self.target(host))
+                self._model, self._model_known = found or "default", found is not None
             return self._model
+
+    def _forget_unknown_model(self) -> None:
+        """At each start: a model that could not be discovered (the server was not up at the first Start in the web
+        UI) is asked for again, rather than refusing every later run with "default"."""
+        with self._model_lock:
+            if not self._model_known:
+                self._model = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start_run(self) -> None:
         """Master or local runner, at test start: a new run id and sink, announced to the workers."""
         self.run_id = self.opts.run_id or new_run_id()
+        self._forget_unknown_model()
         if self.stop_reason is not None and self.env.process_exit_code == ExitCode.BAD_INPUT:
             self.env.process_exit_code = None  # a new run from the web UI after a stopped one
         self.stop_reason = None
@@ -334,6 +345,7 @@ class RecordHub:
 
     def _on_run(self, msg: Any, **_: Any) -> None:
         self.run_id = msg.data["run_id"]
+        self._forget_unknown_model()
         self.emitted = 0
         self.saturation.reset()
         assert self.shipper is not None  # registered on workers only

@@ -9,16 +9,21 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import urllib.parse
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from slabench.commands.cli import main
+from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
 from slabench.locust.spool import Journal
 from tests.analysis_helpers import rec
 from tests.locust_run import ROOT, run_locust, scrape
+from tests.ports import free_port
 
 
 def one_line(err: str) -> str:
@@ -169,3 +174,81 @@ def test_an_api_key_with_a_newline_is_refused_by_every_command_that_reads_one(tm
         assert code == 3 and flag in line and "newline" in line, line
         assert SECRET not in out + err
     assert not (tmp_path / "runs").exists() and not (tmp_path / "m.jsonl").exists()
+
+
+# -- run ids and the web UI's start form ----------------------------------------------------------------------------
+@pytest.mark.parametrize("run_id", ["../../x", "a/b", "x" * 5000, ".hidden", "new\nline", "é"])
+def test_a_bad_run_id_is_one_line_before_any_load(simulator, tmp_path, run_id):
+    url = simulator("--ttft", "0.01", "--itl", "0.001", "--output-tokens", "4")
+    res = run_locust("-f", "locustfiles/chat_replay.py", "--host", url, "-u", "1", "-t", "20s", "--run-id", run_id)
+    assert res.returncode == 3, res.stderr[-2000:]
+    lines = [x for x in res.stderr.splitlines() if "/ERROR/" in x or x.startswith("slabench:")]
+    assert "Traceback" not in res.stderr and len(lines) == 1 and "--run-id" in lines[0], lines
+    assert len(lines[0]) < 400  # the 5,000 characters are not echoed back
+    assert scrape(url).get("slabench_sim_requests_received_total", 0) == 0
+
+
+@pytest.mark.parametrize("sweep_id", ["../x", "x" * 200])
+def test_a_bad_sweep_id_is_one_line(tmp_path, capsys, sweep_id):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("name: s\nlevels: [1]\nrepeats: 2\nrun: {duration_s: 5}\n")
+    code, _, err = run_cli(["sweep", "--config", str(sweep), "--output-dir", str(tmp_path / "runs"),
+                            "--sweep-id", sweep_id], capsys)  # fmt: skip
+    assert code == 3 and "--sweep-id" in one_line(err)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "runs").exists()
+
+
+def _post(url: str, form: dict) -> dict:
+    return json.loads(urllib.request.urlopen(url, data=urllib.parse.urlencode(form).encode(), timeout=30).read())
+
+
+def _wait(cond, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = cond()
+            if got:
+                return got
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def test_the_web_ui_refuses_a_path_as_run_id_and_finds_the_model_once_the_server_is_up(simulator, tmp_path):
+    sim_port, web = free_port(), free_port()
+    cwd = tmp_path / "a" / "b"  # a run id of ../../x would write to tmp_path/x
+    cwd.mkdir(parents=True)
+    argv = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles/chat_replay.py"), "--web-host",
+            "127.0.0.1", "--web-port", web, "--host", f"http://127.0.0.1:{sim_port}", "--connect-timeout", "1",
+            "--max-tokens", "4", "--prompt-tokens", "16", "--server-metrics", "off"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    base = f"http://127.0.0.1:{web}"
+    state = lambda: json.loads(urllib.request.urlopen(f"{base}/stats/requests", timeout=10).read())["state"]  # noqa: E731
+    start = {"user_count": 1, "spawn_rate": 1, "host": f"http://127.0.0.1:{sim_port}"}
+    try:
+        _wait(lambda: urllib.request.urlopen(f"{base}/", timeout=5).read(), 60, "the web UI")
+        reply = _post(f"{base}/swarm", {**start, "run_id": "../../x"})
+        assert reply["success"] is False and "run id" in reply["message"], reply
+        assert state() in ("ready", "stopped")
+
+        assert _post(f"{base}/swarm", {**start, "run_id": "before"})["success"] is True  # the server is not up yet
+        _wait(lambda: (cwd / "runs" / "before" / "records.jsonl").stat().st_size > 0, 60, "the first run's records")
+        urllib.request.urlopen(f"{base}/stop", data=b"", timeout=30).read()
+        _wait(lambda: state() == "stopped", 60, "the first run to stop")
+
+        simulator("--port", sim_port, "--ttft", "0.01", "--itl", "0.001", "--output-tokens", "4")
+        assert _post(f"{base}/swarm", {**start, "run_id": "after"})["success"] is True
+        after = cwd / "runs" / "after" / "records.jsonl"
+        _wait(lambda: after.exists() and sum(r.outcome is Outcome.OK for r in read_records(after)) >= 3, 60, "answers")
+        urllib.request.urlopen(f"{base}/stop", data=b"", timeout=30).read()
+        _wait(lambda: state() == "stopped", 60, "the second run to stop")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err[-3000:]
+    assert not (tmp_path / "x").exists()
+    assert all(r.outcome is not Outcome.OK for r in read_records(cwd / "runs" / "before" / "records.jsonl"))
+    answered = [r for r in read_records(after) if r.outcome is Outcome.OK]
+    assert answered and {r.model for r in answered} == {"slabench-sim"}
