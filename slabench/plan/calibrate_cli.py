@@ -10,6 +10,8 @@ from pathlib import Path
 
 from slabench.core.errors import UserError
 
+MAX_TOKENS = 1 << 24  # 16M tokens of context: beyond any served model
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -56,8 +58,16 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix not in (".yaml", ".yml"):
         raise UserError(f"--out {out}: the profile is YAML; name it e.g. {out.with_suffix('.yaml')}")
+    for flag, value in (("--max-model-len", args.max_model_len), ("--kv-cache-tokens", args.kv_cache_tokens)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} {value}: must be at least 1 (or leave it out for the default)")
+    if args.max_model_len is not None and args.max_model_len > MAX_TOKENS:
+        raise UserError(f"--max-model-len {args.max_model_len}: more than {MAX_TOKENS:,} tokens is no real server's")
+    if args.kv_cache_tokens is not None and args.kv_cache_tokens > MAX_TOKENS * 1024:
+        raise UserError(f"--kv-cache-tokens {args.kv_cache_tokens}: more than {MAX_TOKENS * 1024:,} tokens")
     runs = C.read_runs(args.run_dirs)
     checks = C.read_runs(args.validate)
+    C.check_one_model(runs + checks)
     if args.model_config:
         model = C.model_from_config(args.model_config, args.max_model_len)
     else:

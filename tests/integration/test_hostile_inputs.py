@@ -252,3 +252,130 @@ def test_the_web_ui_refuses_a_path_as_run_id_and_finds_the_model_once_the_server
     assert all(r.outcome is not Outcome.OK for r in read_records(cwd / "runs" / "before" / "records.jsonl"))
     answered = [r for r in read_records(after) if r.outcome is Outcome.OK]
     assert answered and {r.model for r in answered} == {"slabench-sim"}
+
+
+# -- plan -------------------------------------------------------------------------------------------------------------
+PROFILES = ROOT / "slabench" / "sim" / "profiles"
+
+
+def _profile(tmp_path: Path, base: str, field: str, value: str) -> Path:
+    text = (PROFILES / f"{base}.yaml").read_text()
+    lines = [f"{field}: {value}" if line.startswith(f"{field}:") else line for line in text.splitlines()]
+    path = tmp_path / f"{base}-{field}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("base", "field", "value"),
+    [
+        ("l4", "memory_bandwidth_gb_s", ".inf"),
+        ("l4", "dense_bf16_tflops", ".inf"),
+        ("l4", "step_overhead_ms", ".inf"),
+        ("l4", "step_overhead_ms", "1e308"),
+        ("l4", "memory_bandwidth_gb_s", "1e-300"),
+        ("l4", "memory_mib", "0"),
+        ("llama-3.2-3b", "params_b", ".inf"),
+        ("llama-3.2-3b", "weight_bytes_per_param", "1e308"),
+        ("llama-3.2-3b", "activation_kib_per_batched_token", ".nan"),
+    ],
+)
+def test_a_profile_with_an_unphysical_figure_is_one_line(tmp_path, capsys, base, field, value):
+    path = _profile(tmp_path, base, field, value)
+    which = ["--profiles", str(path)] if base == "l4" else ["--profiles", "l4", "--model", str(path)]
+    code, _, err = run_cli(["plan", *which, "--duration", "20", "--out", str(tmp_path / "plan")], capsys)
+    line = one_line(err)
+    assert code == 3 and str(path) in line and field in line, line
+    assert not (tmp_path / "plan").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "names"),
+    [
+        (["--jobs", "-1"], "--jobs"),
+        (["--out", "{file}/plan"], "--out"),
+        (["--out", "{file}"], "--out"),
+        (["--load", "rate", "--rate-rps", "1e9"], "--rate-rps"),
+        (["--load", "diurnal", "--diurnal-peak-rps", "1e9"], "--diurnal-peak-rps"),
+        (["--load", "diurnal", "--diurnal-peak-rps", "-1"], "--diurnal-peak-rps"),
+        (["--price", "l4=inf"], "--price"),
+        (["--drain-timeout", "nan"], "--drain-timeout"),
+    ],
+)
+def test_plan_flags_out_of_range_are_one_line(tmp_path, capsys, flags, names):
+    (tmp_path / "file").write_text("in the way\n")
+    argv = ["plan", "--profiles", "l4", "--duration", "20", *[f.format(file=tmp_path / "file") for f in flags]]
+    if "--out" not in flags:
+        argv += ["--out", str(tmp_path / "plan")]
+    code, _, err = run_cli(argv, capsys)
+    line = one_line(err)
+    assert code == 3 and names in line, line
+    assert (tmp_path / "file").read_text() == "in the way\n"
+
+
+# -- calibrate --------------------------------------------------------------------------------------------------------
+def _calibration_run(folder: Path, model: str = "m", **change) -> Path:
+    """A closed-loop run of 12 answered requests; `change` replaces fields of the 5th."""
+    folder.mkdir(parents=True)
+    rows = []
+    for i in range(12):
+        sent = 0.3 * i
+        first, end = sent + 0.1, sent + 0.29
+        r = rec(0.0, run_id="r", user_id=f"local/{i % 2}", stage_level=2, model=model, max_tokens=20).to_dict()
+        r.update(request_id=f"q{i}", sent=sent, first_token=first, last_token=end, end=end, wall_sent=1e9 + sent,
+                 chunk_times=[first + 0.01 * k for k in range(20)], chunk_tokens=None, prompt_tokens=500,
+                 completion_tokens=20, first_byte=first)  # fmt: skip
+        if i == 4:
+            r.update(change)
+        rows.append(json.dumps(r) + "\n")
+    (folder / "records.jsonl").write_text("".join(rows))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"end": float("nan")}, "end is nan"),
+        ({"first_token": float("inf")}, "first_token is inf"),
+        ({"sent": float("-inf")}, "sent is -inf"),
+        ({"first_token": -5.0}, "out of order"),
+    ],
+)
+def test_calibrate_refuses_records_whose_times_are_not_times(tmp_path, capsys, change, says):
+    run = _calibration_run(tmp_path / "run", **change)
+    out = tmp_path / "gpu.yaml"
+    code, _, err = run_cli(["calibrate", str(run), "--out", str(out), "--model", "llama-3.2-3b",
+                            "--kv-cache-tokens", "20000"], capsys)  # fmt: skip
+    line = one_line(err)
+    assert code == 3 and str(run / "records.jsonl") in line and "q4" in line and says in line, line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "names"),
+    [
+        (["--kv-cache-tokens", "-5"], "--kv-cache-tokens"),
+        (["--kv-cache-tokens", "0"], "--kv-cache-tokens"),
+        (["--max-model-len", "-7"], "--max-model-len"),
+        (["--max-model-len", "99999999999999"], "--max-model-len"),
+    ],
+)
+def test_calibrate_flags_out_of_range_are_one_line(tmp_path, capsys, flags, names):
+    run = _calibration_run(tmp_path / "run")
+    argv = ["calibrate", str(run), "--out", str(tmp_path / "gpu.yaml"), "--model", "llama-3.2-3b"]
+    code, _, err = run_cli([*argv, *flags] + ([] if "--kv-cache-tokens" in flags else ["--kv-cache-tokens", "9"]),
+                           capsys)  # fmt: skip
+    line = one_line(err)
+    assert code == 3 and names in line, line
+    assert not (tmp_path / "gpu.yaml").exists()
+
+
+def test_calibrate_refuses_runs_of_two_served_models(tmp_path, capsys):
+    a = _calibration_run(tmp_path / "a", model="org/model-a")
+    b = _calibration_run(tmp_path / "b", model="org/model-b")
+    out = tmp_path / "gpu.yaml"
+    code, _, err = run_cli(["calibrate", str(a), str(b), "--out", str(out), "--model", "llama-3.2-3b",
+                            "--kv-cache-tokens", "20000"], capsys)  # fmt: skip
+    line = one_line(err)
+    assert code == 3 and "org/model-a" in line and "org/model-b" in line, line
+    assert not out.exists()
