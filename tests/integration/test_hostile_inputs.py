@@ -21,7 +21,7 @@ from slabench.commands.cli import main
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
 from slabench.locust.spool import Journal
-from tests.analysis_helpers import rec
+from tests.analysis_helpers import rec, write_run
 from tests.locust_run import ROOT, run_locust, scrape
 from tests.ports import free_port
 
@@ -379,3 +379,24 @@ def test_calibrate_refuses_runs_of_two_served_models(tmp_path, capsys):
     line = one_line(err)
     assert code == 3 and "org/model-a" in line and "org/model-b" in line, line
     assert not out.exists()
+
+
+# -- grade on a read-only run directory ---------------------------------------------------------------------------
+GOOD_SLA = (
+    "name: s\nload: {concurrency: 1}\ndeployment: {instance_type: g6e.xlarge}\ntargets:\n  ttft_p95_s: {max: 9}\n"
+)
+
+
+def test_grade_on_a_read_only_run_keeps_its_verdict_and_says_what_it_could_not_write(tmp_path, capsys):
+    run = write_run(tmp_path / "s", 1, 1, [rec(float(i)) for i in range(30)])
+    sla = tmp_path / "sla.yaml"
+    sla.write_text(GOOD_SLA)
+    graded, _, err = run_cli(["grade", str(run), "--sla", str(sla), "--no-write"], capsys)
+    assert graded in (0, 1, 2, 4), err
+    before = sorted(p.name for p in run.iterdir())
+    res = read_only(run, ["grade", str(run), "--sla", str(sla)])
+    assert res.returncode == graded, res.stderr  # the verdict's own code, not a traceback's 1
+    line = one_line(res.stderr)
+    assert "verdict.json" in line and str(run) in line and "could not write" in line, line
+    assert "PASS" in res.stdout or "CONDITIONAL" in res.stdout or "FAIL" in res.stdout
+    assert sorted(p.name for p in run.iterdir()) == before
