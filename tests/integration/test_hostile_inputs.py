@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -18,12 +19,16 @@ from pathlib import Path
 import pytest
 
 from slabench.commands.cli import main
+from slabench.core.errors import UserError
+from slabench.core.prompts import SyntheticPrompts, TokenizerSizer
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
+from slabench.core.tokens import ChatTokenizer
 from slabench.locust.spool import Journal
 from tests.analysis_helpers import rec, write_run
 from tests.locust_run import ROOT, run_locust, scrape
 from tests.ports import free_port
+from tests.tokenizer_helpers import build_coarse_tokenizer
 
 
 def one_line(err: str) -> str:
@@ -400,3 +405,57 @@ def test_grade_on_a_read_only_run_keeps_its_verdict_and_says_what_it_could_not_w
     assert "verdict.json" in line and str(run) in line and "could not write" in line, line
     assert "PASS" in res.stdout or "CONDITIONAL" in res.stdout or "FAIL" in res.stdout
     assert sorted(p.name for p in run.iterdir()) == before
+
+
+# -- --tokenizer ------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def coarse_tokenizer(tmp_path_factory) -> Path:
+    return build_coarse_tokenizer(tmp_path_factory.mktemp("coarse"))
+
+
+@pytest.mark.parametrize(
+    ("config", "jinja", "says"),
+    [
+        ("[1, 2]", None, "not a JSON object"),
+        ('{"chat_template": "{% for m in messages %}{{ m"}', None, "not a valid Jinja template"),
+        ('{"chat_template": "{{ raise_exception(\'no system role\') }}"}', None, "fails on one user message"),
+        ('{"chat_template": "{{ messages[5][\'content\'] }}"}', None, "fails on one user message"),
+        ('{"chat_template": 5}', None, "not one template string"),
+        ("{}", b"{% if %}", "not a valid Jinja template"),
+        ("{}", b"\xff\xfe{{ x }}", "UTF-8"),
+        ("{not json", None, "cannot load it"),
+    ],
+)
+def test_a_broken_tokenizer_folder_is_one_line_naming_the_file(tmp_path, coarse_tokenizer, config, jinja, says):
+    d = tmp_path / "tok"
+    d.mkdir()
+    shutil.copy(coarse_tokenizer / "tokenizer.json", d / "tokenizer.json")
+    (d / "tokenizer_config.json").write_text(config)
+    if jinja is not None:
+        (d / "chat_template.jinja").write_bytes(jinja)
+    with pytest.raises(UserError) as e:
+        ChatTokenizer(d)
+    assert says in str(e.value) and str(d) in str(e.value) and "\n" not in str(e.value), e.value
+
+
+def test_a_tokenizer_of_another_vocabulary_is_said_once_the_server_counts_otherwise(coarse_tokenizer, caplog):
+    sizer = TokenizerSizer(ChatTokenizer(coarse_tokenizer))
+    prompts = SyntheticPrompts(500, sizer)
+    with caplog.at_level("WARNING", logger="slabench"):
+        for _ in range(20):  # the served model's own tokenizer: the server counts what was asked
+            prompts.observe(prompts.next(random.Random(1)), 500)
+        assert not caplog.records
+        for _ in range(40):  # another model's: the server counts a fifth
+            prompts.observe(prompts.next(random.Random(1)), 100)
+    said = [r.getMessage() for r in caplog.records if "does not count as the server does" in r.getMessage()]
+    assert len(said) == 1 and str(coarse_tokenizer) in said[0] and "% of the asked length" in said[0], said
+
+
+def test_a_locust_run_with_another_models_tokenizer_warns(simulator, coarse_tokenizer):
+    url = simulator("--ttft", "0.005", "--itl", "0.001", "--output-tokens", "4")  # counts with the estimator
+    res = run_locust("-f", "locustfiles/chat_replay.py", "--host", url, "-u", "2", "-r", "2", "-t", "6s",
+                     "--prompt-tokens", "256", "--tokenizer", str(coarse_tokenizer), "--max-tokens", "4",
+                     "--records", str(coarse_tokenizer.parent / "r.jsonl"))  # fmt: skip
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]
+    said = [x for x in res.stderr.splitlines() if "does not count as the server does" in x]
+    assert len(said) == 1 and "--tokenizer" in said[0], res.stderr[-3000:]
