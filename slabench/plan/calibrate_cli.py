@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from slabench.core.errors import UserError
+from slabench.core.files import check_output
 
 MAX_TOKENS = 1 << 24  # 16M tokens of context: beyond any served model
 
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--max-model-len {args.max_model_len}: more than {MAX_TOKENS:,} tokens is no real server's")
     if args.kv_cache_tokens is not None and args.kv_cache_tokens > MAX_TOKENS * 1024:
         raise UserError(f"--kv-cache-tokens {args.kv_cache_tokens}: more than {MAX_TOKENS * 1024:,} tokens")
+    check_output(out, "--out")  # before the fit, not after it
     runs = C.read_runs(args.run_dirs)
     checks = C.read_runs(args.validate)
     C.check_one_model(runs + checks)
@@ -83,6 +85,12 @@ def run(args: argparse.Namespace) -> int:
     for name in ("max_num_seqs", "max_num_batched_tokens"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
+    longest = max(int((r.mix.prompt_tokens + r.mix.output_tokens).max()) for r in runs + checks)
+    if kv // 16 * 16 < longest:
+        raise UserError(
+            f"--kv-cache-tokens {kv}: smaller than the runs' longest request ({longest} tokens, prompt and answer) — "
+            "the server could not have served it; give the size vLLM logs ('KV cache size: N tokens')"
+        )
     options = EngineOptions(
         num_gpu_blocks_override=max(1, kv // 16),
         max_num_seqs=args.max_num_seqs,

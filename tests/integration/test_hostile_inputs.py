@@ -459,3 +459,37 @@ def test_a_locust_run_with_another_models_tokenizer_warns(simulator, coarse_toke
     assert "Traceback" not in res.stderr, res.stderr[-3000:]
     said = [x for x in res.stderr.splitlines() if "does not count as the server does" in x]
     assert len(said) == 1 and "--tokenizer" in said[0], res.stderr[-3000:]
+
+
+# -- found by the adversarial pass ------------------------------------------------------------------------------------
+LONG = "x" * 300  # longer than a file name may be
+
+
+def test_an_output_name_too_long_for_the_file_system_is_one_line(tmp_path, capsys):
+    write_spool(tmp_path / "spool" / "w1.jsonl", "w1", 2, 0)
+    for argv in (
+        ["recover", str(tmp_path / "spool"), "--out", str(tmp_path / f"{LONG}.jsonl")],
+        ["plan", "--profiles", "l4", "--duration", "20", "--out", str(tmp_path / LONG)],
+    ):
+        code, _, err = run_cli(argv, capsys)
+        line = one_line(err)
+        assert code == 3 and "--out" in line and "too long" in line, line
+    assert (tmp_path / "spool" / "w1.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--kv-cache-tokens", "100"], "smaller than the runs' longest request"),
+        (["--kv-cache-tokens", "20000", "--out", "{file}/gpu.yaml"], "is a file, not a folder"),
+    ],
+)
+def test_calibrate_refuses_before_the_fit(tmp_path, capsys, flags, says):
+    (tmp_path / "file").write_text("in the way\n")
+    run = _calibration_run(tmp_path / "run")
+    flags = [f.format(file=tmp_path / "file") for f in flags]
+    out = [] if "--out" in flags else ["--out", str(tmp_path / "gpu.yaml")]
+    code, _, err = run_cli(["calibrate", str(run), "--model", "llama-3.2-3b", *out, *flags], capsys)
+    line = one_line(err)
+    assert code == 3 and says in line, line
+    assert (tmp_path / "file").read_text() == "in the way\n" and not (tmp_path / "gpu.yaml").exists()
