@@ -9,6 +9,7 @@ compared side by side, and the exit code is the worst.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rich.console import Console
 
@@ -72,7 +73,15 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             console.print(verdict_table(verdict))
         if not args.no_write:
-            path = write_verdict(verdict, run_dir)
+            try:
+                path = write_verdict(verdict, run_dir)
+            except OSError as e:  # the verdict stands and keeps its exit code; only the file is missing
+                print(
+                    f"slabench grade: {run_dir}: could not write verdict.json ({e.strerror or e}); the verdict above "
+                    "stands (exit code as graded) — grade into a writable copy, or pass --no-write",
+                    file=sys.stderr,
+                )
+                continue
             if not args.json:
                 console.print(f"wrote {path}")
     if args.json:  # one JSON document: the verdict, or a list of them for several RUN_DIRs

@@ -52,6 +52,10 @@ def check_output(path: str | Path, flag: str, is_dir: bool = False) -> Path:
     """`path` can be written (as a file, or as a folder with `is_dir`): its folder exists or is made now, and
     accepts a file. Raises UserError naming `flag` and the fix."""
     p = Path(path)
+    try:
+        p.exists()
+    except OSError as e:  # a name too long for the file system, a loop of links
+        raise UserError(f"{flag} {str(p)[:120]}: cannot use this path ({e.strerror}); choose a shorter one") from None
     for parent in p.parents:
         if parent.exists():
             if not parent.is_dir():

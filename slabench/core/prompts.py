@@ -95,6 +95,10 @@ class UsageSizer:
             self.ratio = max(ratio, MIN_RATIO)
 
 
+TOKENIZER_CHECK_AFTER = 8  # answers before the tokenizer's counts are judged against the server's
+TOKENIZER_TOLERANCE = 0.2  # the server's count may differ this much (a system prompt or tokens of its own)
+
+
 class TokenizerSizer:
     """N server tokens, counted with the served model's tokenizer and chat template (`ChatTokenizer`): words until
     the count is reached, then the last few swapped for pieces (words, letters, digits) whose costs fill the gap
@@ -103,6 +107,10 @@ class TokenizerSizer:
 
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer
+        self._asked = 0  # the length the last prompt was sized to
+        self._ratios: deque[float] = deque(maxlen=32)  # the server's count / the asked length, last answers
+        self._lock = threading.Lock()
+        self._warned = False
         self.overhead = tokenizer.count([{"role": "user", "content": ""}])  # the template around the message
         self._cost = {w: tokenizer.count_text(" " + w) for w in _VOCAB}  # a piece keeps its leading space
         pieces = list(_VOCAB) + list("abcdefghijklmnopqrstuvwxyz0123456789")
@@ -111,6 +119,7 @@ class TokenizerSizer:
             self._by_cost.setdefault(tokenizer.count_text(" " + w), []).append(w)
 
     def content(self, n_tokens: int, rng: random.Random) -> str:
+        self._asked = n_tokens
         target = max(1, n_tokens - self.overhead)
         words: list[str] = []
         total = 0
@@ -144,7 +153,28 @@ class TokenizerSizer:
         return self.tokenizer.count_text(" ".join(words))
 
     def observe(self, estimate_tokens: int, server_prompt_tokens: int) -> None:
-        pass  # the tokenizer is the server's: nothing to learn
+        """Nothing to learn when the tokenizer is the server's; said once when it is not (another model's folder:
+        every prompt would go out at another length than asked, silently)."""
+        if server_prompt_tokens <= 0 or self._asked <= 0:
+            return
+        with self._lock:
+            self._ratios.append(server_prompt_tokens / self._asked)
+            if self._warned or len(self._ratios) < TOKENIZER_CHECK_AFTER:
+                return
+            ratio = statistics.median(self._ratios)
+            if abs(ratio - 1) > TOKENIZER_TOLERANCE:
+                self._warned = True
+                log.warning(
+                    "slabench: --tokenizer %s does not count as the server does: prompts sized to %d tokens were "
+                    "counted %.0f by the server (median of its last %d answers' usage.prompt_tokens): every prompt is "
+                    "%.0f%% of the asked length — pass the served model's folder, or drop --tokenizer (the server's "
+                    "usage then sizes prompts)",
+                    getattr(self.tokenizer, "folder", "?"),
+                    self._asked,
+                    ratio * self._asked,
+                    len(self._ratios),
+                    100 * ratio,
+                )
 
 
 @dataclass(frozen=True)

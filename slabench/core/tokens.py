@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from slabench.core.errors import UserError
 from slabench.core.extras import require
+from slabench.core.files import read_text
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -49,19 +50,31 @@ class ChatTokenizer:
         require("tokenizers", "--tokenizer")
         from tokenizers import Tokenizer
 
+        config_file = d / "tokenizer_config.json"
         try:
             self._tok = Tokenizer.from_file(str(d / "tokenizer.json"))
-            config = (
-                json.loads((d / "tokenizer_config.json").read_text()) if (d / "tokenizer_config.json").exists() else {}
-            )
+            config = json.loads(read_text(config_file)) if config_file.exists() else {}
+        except UserError as e:
+            raise UserError(f"--tokenizer {d}: {e}") from None
         except Exception as e:  # tokenizers raises its own Exception subclass, json ValueError, files OSError
-            raise UserError(f"--tokenizer {d}: cannot load it ({e})") from None
+            raise UserError(f"--tokenizer {d}: cannot load it ({str(e)[:200]})") from None
+        if not isinstance(config, dict):
+            raise UserError(f"--tokenizer {config_file}: not a JSON object ({type(config).__name__}) — is it the "
+                            "model's tokenizer_config.json?")  # fmt: skip
         template = config.get("chat_template")
+        where = f"{config_file}: chat_template"
         if template is None and (d / "chat_template.jinja").is_file():
-            template = (d / "chat_template.jinja").read_text()
+            template, where = read_text(d / "chat_template.jinja"), str(d / "chat_template.jinja")
+        if template is not None and not isinstance(template, str):
+            raise UserError(f"--tokenizer {where}: not one template string ({type(template).__name__}); give the "
+                            "template the server uses as a string, or chat_template.jinja")  # fmt: skip
         self.folder = d
         self._special = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
-        self._template = _compile(template) if isinstance(template, str) else None
+        self._template = _compile(template, where) if template is not None else None
+        try:  # a template that fails fails at start, once, not on every request
+            self.render([{"role": "user", "content": "hello"}])
+        except Exception as e:
+            raise UserError(f"--tokenizer {where}: the chat template fails on one user message ({e})") from None
 
     def count_text(self, text: str) -> int:
         return len(self._tok.encode(text, add_special_tokens=False).ids)
@@ -82,9 +95,9 @@ def _token_text(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def _compile(template: str) -> Template:
+def _compile(template: str, where: str) -> Template:
     """As transformers renders chat templates: a sandboxed Jinja environment, trim_blocks and lstrip_blocks."""
-    from jinja2.exceptions import TemplateError
+    from jinja2.exceptions import TemplateError, TemplateSyntaxError
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     def raise_exception(message: str) -> NoReturn:
@@ -92,4 +105,7 @@ def _compile(template: str) -> Template:
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = raise_exception
-    return env.from_string(template)
+    try:
+        return env.from_string(template)
+    except TemplateSyntaxError as e:
+        raise UserError(f"--tokenizer {where}: not a valid Jinja template (line {e.lineno}: {e.message})") from None

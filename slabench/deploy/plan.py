@@ -13,6 +13,7 @@ from typing import Any
 from slabench.core import yamlio
 from slabench.core.errors import UserError
 from slabench.core.files import read_text
+from slabench.core.run_id import check_run_id
 from slabench.weights.s3 import S3Url, parse_s3_url
 
 SERVING_CHART = "vllm-serving"
@@ -24,7 +25,6 @@ CHART_KIND = {"burst": "burst", "users": "burst", "sweep": "sweep"}
 # DNS-1123 label: release names and namespaces.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 # REGISTRY[:PORT]/REPO:TAG or REGISTRY[:PORT]/REPO@sha256:<64 hex>
 _IMAGE = re.compile(
     r"^(?P<repo>[a-z0-9][a-z0-9._:/-]*?)(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127})|@(?P<digest>sha256:[a-f0-9]{64}))$"
@@ -109,8 +109,7 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
         raise UserError("--locust-release: must differ from --serving-release (two charts, two releases)")
     if not _REGION.match(plan.region):
         raise UserError(f"--region: {plan.region!r} is not an AWS region name such as us-east-1")
-    if not _RUN_ID.match(plan.run_id):
-        raise UserError(f"--run-id: {plan.run_id!r} — use letters, digits, '.', '_' or '-' (at most 63)")
+    check_run_id(plan.run_id)
     for chart in (plan.serving_chart, plan.locust_chart):
         if not (chart / "Chart.yaml").is_file():
             raise UserError(f"--charts-dir: {chart} is not a chart (no Chart.yaml) — point it at the repo's helm/")

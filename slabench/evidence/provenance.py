@@ -25,6 +25,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from slabench.core.api_key import api_key_from_env
+from slabench.core.errors import UserError
+
 SELECTOR_ENV = "SLABENCH_SERVING_SELECTOR"
 NAMESPACE_ENV = "POD_NAMESPACE"
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -169,7 +172,10 @@ def from_kubernetes(
 
 def collect(url: str, api_key_env: str | None = None, insecure: bool = False, selector: str | None = None) -> dict:
     """Everything known about what serves `url`; `errors` lists what could not be read."""
-    api_key = os.environ.get(api_key_env) if api_key_env else None
+    try:
+        api_key = api_key_from_env(api_key_env) if api_key_env else None
+    except UserError as e:  # the commands refuse such a key before any load; never send it
+        return {"server": {}, "nodes": [], "errors": [str(e)]}
     server, errors = from_server(url, api_key, insecure)
     out: dict[str, Any] = {"server": server, "nodes": []}
     selector = selector if selector is not None else os.environ.get(SELECTOR_ENV)

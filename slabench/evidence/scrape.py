@@ -28,7 +28,6 @@ import argparse
 import itertools
 import json
 import math
-import os
 import select
 import signal
 import sys
@@ -479,12 +478,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_args(a: argparse.Namespace) -> int:
+    from slabench.core.api_key import api_key_from_env
     from slabench.core.errors import UserError
 
     if a.interval <= 0:
         raise UserError(f"--interval {a.interval}: must be > 0 seconds, e.g. --interval 1")
-    key = os.environ.get(a.api_key_env) if a.api_key_env else None
-    scraper = Scraper(a.url, a.out, run_id=a.run_id, api_key=key or None, verify_tls=not a.insecure)
+    key = api_key_from_env(a.api_key_env) if a.api_key_env else None
+    scraper = Scraper(a.url, a.out, run_id=a.run_id, api_key=key, verify_tls=not a.insecure)
     return run(scraper, a.interval, stdin=sys.stdin if a.stdin_control else None)
 
 

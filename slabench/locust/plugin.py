@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import signal
 import sys
@@ -37,6 +36,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRu
 
 from slabench import webui
 from slabench.core import metrics
+from slabench.core.api_key import api_key_from_env
 from slabench.core.client import (
     StreamingClient,
     Target,
@@ -49,6 +49,7 @@ from slabench.core.client import (
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.files import check_output
 from slabench.core.record import Outcome, RecordMeta, RequestRecord
+from slabench.core.run_id import check_run_id
 from slabench.core.runcap import ENV as RUNCAP_ENV
 from slabench.core.runcap import capped
 from slabench.core.sinks import check_records_path
@@ -193,7 +194,8 @@ def add_options(parser: Any) -> None:
 
 
 def check_options(environment: Environment) -> None:
-    """The slabench options' ranges, the --records path and the --prompts file; raises UserError naming the option."""
+    """The slabench options' ranges, the run id, the API key, the --records path and the --prompts file; raises
+    UserError naming the option."""
     o = environment.parsed_options
     for name, value, least in (
         ("--max-tokens", o.max_tokens, 1),
@@ -210,6 +212,9 @@ def check_options(environment: Environment) -> None:
     ):
         if not value > 0:
             raise UserError(f"{name} {value:g}: must be more than 0 seconds")
+    if o.run_id:
+        check_run_id(o.run_id)
+    api_key_from_env(o.api_key_env)
     users = getattr(o, "num_users", None)
     if o.headless and environment.shape_class is None and users is not None and users < 1:
         raise UserError(f"-u {users}: a run needs at least 1 user (-u 1 or more), or a load shape")
@@ -263,6 +268,7 @@ class RecordHub:
         self.workers = WorkerWatch(self.runner)  # master: workers missing heartbeats (empty elsewhere)
         self._user_seq = 0
         self._model: str | None = self.opts.model or None
+        self._model_known = self._model is not None
         self._model_lock = gevent.lock.Semaphore()
         self._pump: gevent.Greenlet | None = None
         self.simulator: EmbeddedSimulator | None = None
@@ -317,7 +323,7 @@ class RecordHub:
         o = self.opts
         return Target(
             base_url=host,
-            api_key=os.environ.get(o.api_key_env) or None,
+            api_key=api_key_from_env(o.api_key_env),  # checked at init, before any load
             verify_tls=not o.insecure,
             connect_timeout=o.connect_timeout,
             stall_timeout=o.stall_timeout,
@@ -326,16 +332,26 @@ class RecordHub:
         )
 
     def model(self, host: str) -> str:
-        """--model, else the first model the server lists (asked once per process)."""
+        """--model, else the first model the server lists (asked once per process and run; a run that could not
+        ask uses "default", and the next run asks again)."""
         with self._model_lock:
             if self._model is None:
-                self._model = discover_model(self.target(host)) or "default"
+                found = discover_model(self.target(host))
+                self._model, self._model_known = found or "default", found is not None
             return self._model
+
+    def _forget_unknown_model(self) -> None:
+        """At each start: a model that could not be discovered (the server was not up at the first Start in the web
+        UI) is asked for again, rather than refusing every later run with "default"."""
+        with self._model_lock:
+            if not self._model_known:
+                self._model = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start_run(self) -> None:
         """Master or local runner, at test start: a new run id and sink, announced to the workers."""
         self.run_id = self.opts.run_id or new_run_id()
+        self._forget_unknown_model()
         if self.stop_reason is not None and self.env.process_exit_code == self.stop_code:
             self.env.process_exit_code = None  # a new run from the web UI after a stopped one
         self.stop_reason = None
@@ -362,6 +378,7 @@ class RecordHub:
 
     def _on_run(self, msg: Any, **_: Any) -> None:
         self.run_id = msg.data["run_id"]
+        self._forget_unknown_model()
         self.emitted = 0
         self.saturation.reset()
         assert self.shipper is not None  # registered on workers only
@@ -628,7 +645,11 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     environment.events.quitting.add_listener(_stop_run_before_quitting)
     hub = RecordHub(environment)
     environment.slabench = hub
-    if isinstance(runner, WorkerRunner):
+    if isinstance(runner, WorkerRunner):  # its own environment holds its key
+        try:
+            api_key_from_env(environment.parsed_options.api_key_env)
+        except UserError as e:
+            fail_at_start(environment, e)
         return
     try:  # every option and input file now, once, before any load (workers get the master's options)
         check_options(environment)

@@ -50,6 +50,7 @@ class MeasuredRun:
     decode_s_per_token: np.ndarray  # (end − first token) / (output tokens − 1), per request
     after_s: np.ndarray | None = None  # per request: how long its user waited after it ended before sending again
     in_flight: list[tuple[float, float, list[tuple[float, int, int]]]] = field(default_factory=list)
+    models: frozenset[str] = frozenset()  # the served model each record names
 
     @property
     def requests(self) -> int:
@@ -73,6 +74,19 @@ def _run_files(path: Path) -> list[Path]:
 def read_runs(paths: list[str | Path]) -> list[MeasuredRun]:
     """Every run under the paths (a sweep directory, run directories, or records files)."""
     return [read_run(f) for p in paths for f in _run_files(Path(p))]
+
+
+def check_one_model(runs: list[MeasuredRun]) -> None:
+    """One profile describes one served model: runs of two would fit a step time that is neither's."""
+    where: dict[str, str] = {}
+    for r in runs:
+        for m in sorted(r.models):
+            where.setdefault(m, r.source)
+    if len(where) > 1:
+        (a, at), (b, bt) = sorted(where.items())[:2]
+        raise UserError(
+            f"the runs served different models: {a!r} ({at}) and {b!r} ({bt}); calibrate one model's runs at a time"
+        )
 
 
 def read_run(path: Path) -> MeasuredRun:
@@ -118,6 +132,19 @@ def read_run(path: Path) -> MeasuredRun:
     # An answer with no visible text (a model whose first token was its end) has no first token of its own: its
     # one token came with the end. It still loaded the server, so it stays in the mix.
     first = np.array([r.end if r.first_token is None else r.first_token for r in ok])
+    for name, times in (("sent", sent), ("first_token", first), ("end", end)):
+        bad = np.flatnonzero(~np.isfinite(times.astype(float)))
+        if len(bad):
+            raise UserError(
+                f"{path}: request {ok[bad[0]].request_id}: {name} is {times[bad[0]]} — not a time; a record edited by "
+                "hand or damaged: drop it, or calibrate from another run"
+            )
+    if not (sent <= first).all() or not (first <= end).all():
+        i = int(np.flatnonzero((sent > first) | (first > end))[0])
+        raise UserError(
+            f"{path}: request {ok[i].request_id}: times out of order (sent ≤ first_token ≤ end does not hold): a "
+            "record edited by hand or damaged — drop it, or calibrate from another run"
+        )
     span = float(end.max() - sent.min())
     figures = {
         "ttft_p50": type7(np.sort(first - sent), 0.5),
@@ -133,6 +160,7 @@ def read_run(path: Path) -> MeasuredRun:
         ttft_s=first - sent,
         decode_s_per_token=(end - first) / np.maximum(mix.output_tokens - 1, 1),
         after_s=user_gaps(ok),
+        models=frozenset(r.model for r in ok if r.model),
     )
     run.in_flight = _kv_samples(path, ok)
     return run

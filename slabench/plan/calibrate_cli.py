@@ -12,6 +12,9 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 
 from slabench.core.errors import UserError
+from slabench.core.files import check_output
+
+MAX_TOKENS = 1 << 24  # 16M tokens of context: beyond any served model
 
 FIGURES = (("TTFT p50", "ttft_p50", "ms"), ("E2E p50", "e2e_p50", "ms"), ("req/s", "throughput_rps", ""),
            ("out tok/s", "output_tokens_per_s", ""))  # fmt: skip
@@ -85,8 +88,17 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix not in (".yaml", ".yml"):
         raise UserError(f"--out {out}: the profile is YAML; name it e.g. {out.with_suffix('.yaml')}")
+    for flag, value in (("--max-model-len", args.max_model_len), ("--kv-cache-tokens", args.kv_cache_tokens)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} {value}: must be at least 1 (or leave it out for the default)")
+    if args.max_model_len is not None and args.max_model_len > MAX_TOKENS:
+        raise UserError(f"--max-model-len {args.max_model_len}: more than {MAX_TOKENS:,} tokens is no real server's")
+    if args.kv_cache_tokens is not None and args.kv_cache_tokens > MAX_TOKENS * 1024:
+        raise UserError(f"--kv-cache-tokens {args.kv_cache_tokens}: more than {MAX_TOKENS * 1024:,} tokens")
+    check_output(out, "--out")  # before the fit, not after it
     runs = C.read_runs(args.run_dirs)
     checks = C.read_runs(args.validate)
+    C.check_one_model(runs + checks)
     if args.model_config:
         model = C.model_from_config(args.model_config, args.max_model_len)
     else:
@@ -102,6 +114,12 @@ def run(args: argparse.Namespace) -> int:
     for name in ("max_num_seqs", "max_num_batched_tokens"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
+    longest = max(int((r.mix.prompt_tokens + r.mix.output_tokens).max()) for r in runs + checks)
+    if kv // 16 * 16 < longest:
+        raise UserError(
+            f"--kv-cache-tokens {kv}: smaller than the runs' longest request ({longest} tokens, prompt and answer) — "
+            "the server could not have served it; give the size vLLM logs ('KV cache size: N tokens')"
+        )
     options = EngineOptions(
         num_gpu_blocks_override=max(1, kv // 16),
         max_num_seqs=args.max_num_seqs,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.extras import missing
+from slabench.core.files import check_output
 from slabench.core.runcap import max_run_s
 from slabench.plan.serving import add_options as add_serving_options
 from slabench.plan.workload import LOADS, capped_load
@@ -98,7 +99,7 @@ def _prices(items: list[str]) -> dict[str, float]:
             usd = float(value)
         except ValueError:
             usd = -1.0
-        if not sep or not name or not usd > 0:
+        if not sep or not name or not (math.isfinite(usd) and usd > 0):
             raise UserError(f"--price {item!r}: use PROFILE=USD_PER_REPLICA_HOUR, e.g. --price l4=0.80")
         out[name] = usd
     return out
@@ -159,8 +160,10 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     if args.max_replicas < 1:
         raise UserError(f"--max-replicas {args.max_replicas}: must be at least 1")
-    if args.drain_timeout <= 0:
+    if not (math.isfinite(args.drain_timeout) and args.drain_timeout > 0):
         raise UserError(f"--drain-timeout {args.drain_timeout:g}: must be > 0 seconds")
+    if args.jobs < 0:
+        raise UserError(f"--jobs {args.jobs}: must be 0 (the default: 2, or fewer CPUs) or more")
     args.jobs = args.jobs or max(1, min(2, os.cpu_count() or 1))
     loaded = load_contract(args.sla)
     checks = latency_checks(loaded)
@@ -179,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
 
         read_queue(args.queue, args.queue_format, args.queue_window, args.queue_block_tokens)  # fails before any work
     load = capped_load(build_load(args), max_run_s())
+    out = Path(args.out) if args.out else Path("runs") / time.strftime("plan-%Y%m%d-%H%M%S")
+    check_output(out, "--out", is_dir=True)  # before minutes of planning
 
     order = sorted(range(len(refs)), key=lambda i: -_expected_work(refs[i], args.model, load, checks, serving))
     with ProcessPoolExecutor(min(args.jobs, len(refs))) as pool:  # the biggest fleets first: they take longest
@@ -219,8 +224,6 @@ def run(args: argparse.Namespace) -> int:
         plan.rows.append(Row(a, price, cost))
     plan.seconds = time.perf_counter() - t0
 
-    out = Path(args.out) if args.out else Path("runs") / time.strftime("plan-%Y%m%d-%H%M%S")
-    out.mkdir(parents=True, exist_ok=True)
     doc = _finite(plan.to_dict())
     (out / "plan.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     written = [out / "plan.json"]

@@ -259,12 +259,25 @@ def queue_file_load(
     )
 
 
+MAX_PLANNED_REQUESTS = 2_000_000  # a load beyond this would take hours to replay and memory beyond a laptop's
+
+
+def check_size(expected: float, what: str) -> None:
+    """Refuse a load of more requests than the planner can replay, before its arrivals are drawn."""
+    if expected > MAX_PLANNED_REQUESTS:
+        raise UserError(
+            f"{what}: about {expected:,.0f} requests, more than the planner replays ({MAX_PLANNED_REQUESTS:,}); "
+            "lower the rate or the duration"
+        )
+
+
 def rate_load(mix: Mix, rate_rps: float, duration_s: float, burstiness: float = 1.0, seed: int = 0) -> PlannedLoad:
     """Gamma renewal arrivals at `rate_rps` for `duration_s` (Poisson at burstiness 1), like `vllm bench serve`."""
     from slabench.shapes.schedules import check_positive, rate_arrivals, step_plan
 
     check_positive(rate_rps, "--rate-rps")
     check_positive(duration_s, "--duration")
+    check_size(rate_rps * duration_s, f"--rate-rps {rate_rps:g} × --duration {duration_s:g}")
     arrivals = rate_arrivals(step_plan([rate_rps], 0.0, duration_s), burstiness, seed)
     if not arrivals:
         raise UserError(f"--rate-rps {rate_rps:g} over --duration {duration_s:g} s gives no request; raise either")
@@ -285,6 +298,8 @@ def diurnal_load(
     from slabench.shapes.schedules import OFFICE_DAY, Diurnal, check_positive
 
     check_positive(day_minutes, "--diurnal-day-minutes")
+    check_positive(peak_rps, "--diurnal-peak-rps")
+    check_size(peak_rps * day_minutes * 60.0 * days, f"--diurnal-peak-rps {peak_rps:g} over {days} day(s)")
     day = Diurnal(OFFICE_DAY, peak_rps, day_minutes * 60.0, days)
     offsets = np.array([a.offset for a in day.arrivals(burstiness, seed)])
     if not len(offsets):

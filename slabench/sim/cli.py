@@ -8,6 +8,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from slabench.core.api_key import api_key_from_env
 from slabench.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         os.nice(args.nice)
     api_key = None
     if args.api_key_env:
-        api_key = os.environ.get(args.api_key_env)
+        api_key = api_key_from_env(args.api_key_env)
         if not api_key:
             raise UserError(f"--api-key-env {args.api_key_env}: that environment variable is empty or unset")
     engine = build_sim_engine(args)

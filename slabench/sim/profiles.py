@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import ConfigDict, Field, PositiveInt, model_validator
 
 from slabench.core.config import StrictModel, load_model, load_yaml, validate_data
 from slabench.core.errors import UserError
@@ -35,7 +35,14 @@ DEFAULT_MODEL = "llama-3.1-8b-fp8"
 _LARGE_CARD_BYTES = 70 * GiB
 
 
-class EngineOptions(StrictModel):
+class Figures(StrictModel):
+    """A profile's figures are physical: finite (no .inf/.nan) and within bounds far beyond any real card or model
+    (a 1e308 overhead overflowed the planner)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class EngineOptions(Figures):
     """vLLM's serving flags that shape capacity. None means "vLLM's default" (resolved in `EngineConfig`)."""
 
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
@@ -51,19 +58,19 @@ class EngineOptions(StrictModel):
     step_time_jitter: float = Field(0.0, ge=0, lt=1)
 
 
-class StepTime(StrictModel):
+class StepTime(Figures):
     """A measured step time (`slabench calibrate`) in place of the roofline: a step computing `n` new tokens after
     `p` cached ones for each of its scheduled requests takes overhead + per_sequence · requests + per_token · Σn +
     per_attention_pair · Σ(n·p + n(n+1)/2) + per_context_token · Σ(p + n)."""
 
-    overhead_ms: NonNegativeFloat
-    per_sequence_us: NonNegativeFloat = 0.0  # sampling, output processing: each scheduled request, each step
-    per_token_us: NonNegativeFloat = 0.0
-    per_context_token_ns: NonNegativeFloat = 0.0
-    per_attention_pair_ns: NonNegativeFloat = 0.0
+    overhead_ms: float = Field(ge=0, le=60_000)
+    per_sequence_us: float = Field(0.0, ge=0, le=1e9)  # sampling, output processing: each scheduled request, step
+    per_token_us: float = Field(0.0, ge=0, le=1e9)
+    per_context_token_ns: float = Field(0.0, ge=0, le=1e12)
+    per_attention_pair_ns: float = Field(0.0, ge=0, le=1e12)
 
 
-class GpuProfile(StrictModel):
+class GpuProfile(Figures):
     kind: Literal["gpu"]
     name: str = Field(min_length=1)
     description: str = ""
@@ -73,17 +80,17 @@ class GpuProfile(StrictModel):
     mig_profile: str | None = Field(None, description="a MIG slice of `instances`' card, e.g. 2g.48gb (priced so)")
     # The roofline's inputs; a profile with a measured `step_time` needs none of them (and memory_mib only
     # without engine.num_gpu_blocks_override).
-    memory_mib: PositiveInt | None = None
-    memory_bandwidth_gb_s: PositiveFloat | None = None
-    dense_bf16_tflops: PositiveFloat | None = None
+    memory_mib: int | None = Field(None, gt=0, le=1 << 30)  # up to a PiB
+    memory_bandwidth_gb_s: float | None = Field(None, ge=0.001, le=1e7)
+    dense_bf16_tflops: float | None = Field(None, ge=0.001, le=1e7)
     # Achieved fractions of the peaks: prefill GEMMs reach about half the dense tensor peak, decode about 80%
     # of memory bandwidth (modelling assumptions, stated in docs/simulator.md).
     compute_efficiency: float = Field(0.5, gt=0, le=1)
     bandwidth_efficiency: float = Field(0.8, gt=0, le=1)
     # Per-step fixed cost: scheduler, input preparation, kernel launches/graph replay, sampling.
-    step_overhead_ms: NonNegativeFloat = 4.0
+    step_overhead_ms: float = Field(4.0, ge=0, le=60_000)
     # Memory vLLM cannot give to the KV cache besides weights and activations: CUDA graphs, non-torch allocations.
-    reserved_mib: NonNegativeInt = 1536
+    reserved_mib: int = Field(1536, ge=0, le=1 << 30)
     engine: EngineOptions = EngineOptions()  # this card's deployment flags (defaults: vLLM's)
     step_time: StepTime | None = None  # measured (slabench calibrate): replaces the roofline
 
@@ -101,20 +108,20 @@ class GpuProfile(StrictModel):
         return self
 
 
-class ModelProfile(StrictModel):
+class ModelProfile(Figures):
     kind: Literal["model"]
     name: str = Field(min_length=1)
     description: str = ""
     source: str = Field(min_length=1)
-    params_b: PositiveFloat = Field(description="parameters, billions")
-    weight_bytes_per_param: PositiveFloat = Field(description="1 for FP8, 2 for bf16, ~0.5 for 4-bit")
+    params_b: float = Field(gt=0, le=1e6, description="parameters, billions")
+    weight_bytes_per_param: float = Field(gt=0, le=16, description="1 for FP8, 2 for bf16, ~0.5 for 4-bit")
     num_layers: PositiveInt
     num_attention_heads: PositiveInt
     num_kv_heads: PositiveInt
     head_dim: PositiveInt
     kv_cache_dtype_bytes: Literal[1, 2, 4] = 2
     # Peak activation memory vLLM's profiling run sees, per token of max_num_batched_tokens.
-    activation_kib_per_batched_token: NonNegativeFloat = 192.0
+    activation_kib_per_batched_token: float = Field(192.0, ge=0, le=1e9)
     max_model_len: PositiveInt
 
     @model_validator(mode="after")

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from slabench.core.api_key import api_key_from_env
 from slabench.core.errors import UserError
 from slabench.core.files import check_output
+from slabench.core.run_id import SWEEP_ID_MAX_LENGTH, check_run_id
 
 if TYPE_CHECKING:  # the commands import these lazily: `slabench --help` stays fast
     from slabench.analysis.summary import SweepSummary
@@ -131,7 +133,7 @@ def _resume_dir(cfg: SweepConfig, resume: str) -> Path:
 def _new_dir(cfg: SweepConfig, sweep_id: str | None) -> Path:
     base = Path(cfg.output_dir)
     if sweep_id:
-        d = base / sweep_id
+        d = base / check_run_id(sweep_id, "--sweep-id", SWEEP_ID_MAX_LENGTH)
         if d.exists():
             raise UserError(f"--sweep-id {sweep_id}: {d} exists; pick another id or use --resume {d}")
         return d
@@ -148,6 +150,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     from slabench.sweep.runner import SweepRunner, read_json
 
     cfg = _apply_overrides(load_sweep(args.config), args)
+    api_key_from_env(cfg.target.api_key_env, f"{args.config}: target.api_key_env")  # before any load
     contract = None
     if args.sla:  # a bad contract stops us before any load is sent
         from slabench.sla.contract import load_contract

@@ -35,6 +35,7 @@ from slabench.core.client import parse_base_url
 from slabench.core.errors import UserError
 from slabench.core.jsonl import json_line
 from slabench.core.record import RequestRecord
+from slabench.core.run_id import check_run_id
 from slabench.core.sinks import check_records_path
 from slabench.evidence.run_status import MeasurementPolicy, saturation_reasons
 from slabench.webui import server_metrics, tab
@@ -345,8 +346,9 @@ def _host_problem(form: Any) -> str | None:
 
 def _before_swarm(environment: Environment, web_ui: Any) -> Any:
     """A start from the form is refused, with the reason shown in the form, when its host field is empty or not a
-    URL, or when it would add a run to a records file holding an earlier one (the same check as on the command
-    line; the form's values are not applied yet)."""
+    URL, its run id is not a plain name (`../../x` would write outside runs/), or when it would add a run to a
+    records file holding an earlier one (the same checks as on the command line; the form's values are not applied
+    yet)."""
 
     @web_ui.auth_required_if_enabled  # say nothing about paths to whoever is not logged in
     def refuse_bad_start() -> Response | None:
@@ -357,6 +359,8 @@ def _before_swarm(environment: Environment, web_ui: Any) -> Any:
             return jsonify({"success": False, "message": f"Not started: {problem}", "host": environment.host})
         append = form["append"] == "true" if "append" in form else bool(getattr(opts, "append", False))
         try:
+            if form.get("run_id"):
+                check_run_id(str(form["run_id"]), "run id")
             check_records_path(form.get("records", opts.records), form.get("run_id", opts.run_id), append)
         except UserError as e:
             log.error("slabench: %s", e)

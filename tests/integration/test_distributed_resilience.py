@@ -217,7 +217,7 @@ def test_workers_stop_soon_after_the_master_dies_and_recover_merges_their_spools
     (run_dir,) = [p for p in spool.iterdir() if p.is_dir()]
     out = tmp_path / "recovered" / "records.jsonl"
     res = subprocess.run(
-        [sys.executable, "-m", "slabench", "recover", str(run_dir), "--out", str(out)],
+        [sys.executable, "-m", "slabench", "recover", str(run_dir), "--out", str(out), "--remove-spools"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -232,7 +232,7 @@ def test_workers_stop_soon_after_the_master_dies_and_recover_merges_their_spools
     assert len({r.worker_id for r in records}) == 2
     status = json.loads((out.parent / "run_status.json").read_text())
     assert status["degraded"] and status["master_lost"] and status["records"] == len(records)
-    assert not list(spool.rglob("*.jsonl"))  # merged, then removed
+    assert not list(spool.rglob("*.jsonl"))  # merged, verified, then removed (--remove-spools)
 
 
 def test_recover_merges_the_masters_partial_file_without_duplicates(simulator, tmp_path):
