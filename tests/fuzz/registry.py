@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-I30C = "issue 30, helper i30c's part (CLI flags, env values, web form, recover's files, plan/calibrate/tokenizer)"
 
 
 @dataclass(frozen=True)
@@ -404,14 +403,8 @@ def _run_cap(path: Path) -> Any:
     """SLABENCH_MAX_RUN_S as slabench reads it from the environment."""
     from slabench.core.runcap import ENV, max_run_s
 
-    text = path.read_bytes().decode("utf-8", "replace").replace("\0", "")  # an environment value: any text, no NUL
-    try:
-        env = json.loads(text)
-    except ValueError:
-        env = text
-    value = env.get(ENV) if isinstance(env, dict) else env
     old = os.environ.get(ENV)
-    os.environ[ENV] = (value if isinstance(value, str) else json.dumps(value)).replace("\0", "")
+    os.environ[ENV] = _env_value(path, ENV)
     try:
         return max_run_s()
     finally:
@@ -517,7 +510,10 @@ def _post_form(path: Path) -> Any:
 
     from slabench.webui.routes import _before_swarm
 
-    form = json.loads(path.read_text())
+    try:
+        form = json.loads(path.read_bytes().decode("utf-8", "replace"))
+    except ValueError:
+        form = path.read_bytes().decode("utf-8", "replace")  # a form field is any text
     if not isinstance(form, dict):
         form = {"run_id": form}
     app = Flask("fuzz")
@@ -551,15 +547,35 @@ def _api_key_env(folder: Path) -> Path:
     return p
 
 
+def _env_value(path: Path, name: str) -> str:
+    """The value of environment variable `name` the fuzzed file stands for: any text without NUL (the file is a JSON
+    object of variables, or the value itself when it is not one)."""
+    text = path.read_bytes().decode("utf-8", "replace").replace("\0", "")
+    try:
+        env = json.loads(text)
+    except ValueError:
+        env = text
+    value = env.get(name) if isinstance(env, dict) else env
+    return (value if isinstance(value, str) else json.dumps(value)).replace("\0", "")
+
+
 def _client_with_env_key(path: Path) -> Any:
-    """The API key as slabench takes it from the environment (--api-key-env) into the request headers."""
+    """The API key as slabench takes it from the environment (--api-key-env, `slabench.core.api_key`) into the
+    request headers."""
+    from slabench.core.api_key import api_key_from_env
     from slabench.core.client import StreamingClient, Target
 
-    env = json.loads(path.read_text())
-    value = env.get("SLABENCH_FUZZ_API_KEY") if isinstance(env, dict) else env
-    key = value if isinstance(value, str) else json.dumps(value)
-    client = StreamingClient(Target(base_url="http://127.0.0.1:9", api_key=key or None))
-    return key, client
+    name = "SLABENCH_FUZZ_API_KEY"
+    old = os.environ.get(name)
+    os.environ[name] = _env_value(path, name)
+    try:
+        key = api_key_from_env(name)
+    finally:
+        if old is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = old
+    return key or "", StreamingClient(Target(base_url="http://127.0.0.1:9", api_key=key))
 
 
 def _key_has_no_control_characters(result: Any, path: Path) -> None:
@@ -647,18 +663,19 @@ ENTRIES: list[Entry] = [
           seeds=((("SLABENCH_MAX_RUN_S",), "inf"), (("SLABENCH_MAX_RUN_S",), "nan"), (("SLABENCH_MAX_RUN_S",), "-3"))),
     Entry("grade-summary", ("slabench/analysis/recheck.py",), "json", _summary_tree, _grade_summary, exit_ok,
           weight=0.5),
-    # the other helpers' parts of issue 30: registered now, expected to fail until they land
-    Entry("tokenizer-config", ("slabench/core/tokens.py",), "json", _tokenizer, _load_tokenizer, xfail=I30C,
+    # tokenizer folders, the planner's profiles, calibration, the web form, the API key
+    Entry("tokenizer-config", ("slabench/core/tokens.py",), "json", _tokenizer, _load_tokenizer,
           seeds=(((), [1, 2]), (("chat_template",), "{{ raise_exception('no') }}"))),
     Entry("plan-profile", ("slabench/plan/cli.py", "slabench/plan/workload.py"), "yaml",
-          copy_repo_file("slabench/sim/profiles/l4.yaml"), _plan, exit_ok, xfail=I30C, weight=0.3,
+          copy_repo_file("slabench/sim/profiles/l4.yaml"), _plan, exit_ok, weight=0.3,
           seeds=((("step_overhead_ms",), math.inf), (("dense_bf16_tflops",), 1e-300))),
     Entry("calibrate-records", ("slabench/plan/calibrate.py", "slabench/plan/calibrate_cli.py"), "jsonl",
           lambda d: write_records(d / "run" / "records.jsonl"), _calibrate, exit_ok, weight=0.5),
     Entry("web-form", ("slabench/webui/routes.py",), "json", _web_form, _post_form, _form_started_inside_runs,
-          xfail=I30C, seeds=((("run_id",), "../../x"),)),
-    Entry("env-api-key", ("slabench/locust/plugin.py", "slabench/locust/refusals.py", "slabench/sim/cli.py"),
-          "json", _api_key_env, _client_with_env_key, _key_has_no_control_characters, xfail=I30C,
+          seeds=((("run_id",), "../../x"),)),
+    Entry("env-api-key", ("slabench/core/api_key.py", "slabench/locust/plugin.py", "slabench/locust/refusals.py",
+                          "slabench/sim/cli.py"),
+          "json", _api_key_env, _client_with_env_key, _key_has_no_control_characters,
           seeds=((("SLABENCH_FUZZ_API_KEY",), "sk-abc123\n"),)),
 ]  # fmt: skip
 
