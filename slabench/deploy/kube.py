@@ -116,10 +116,9 @@ class Kube:
         """Create the namespace with `labels` (and `on_create`), or add missing `labels`. Returns what was done."""
         ns = self._get(f"namespace {name}", self.core.read_namespace, name)
         if ns is None:
-            from kubernetes.client import V1Namespace
+            from kubernetes.client import V1Namespace, V1ObjectMeta
 
-            # the client validates a plain dict into this model anyway; doing it here keeps the call typed
-            body = V1Namespace.model_validate({"metadata": {"name": name, "labels": {**labels, **(on_create or {})}}})
+            body = V1Namespace(metadata=V1ObjectMeta(name=name, labels={**labels, **(on_create or {})}))
             self._call(f"create namespace {name}", self.core.create_namespace, body)
             return "created"
         have = ns.get("metadata", {}).get("labels") or {}

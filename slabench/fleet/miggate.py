@@ -167,27 +167,21 @@ class MigGate:
         return False
 
     def _event(self, node: Manifest, message: str) -> None:
-        from kubernetes.client import CoreV1Event
+        from kubernetes.client import CoreV1Event, V1EventSource, V1ObjectMeta, V1ObjectReference
 
         name = node["metadata"]["name"]
-        stamp = datetime.fromtimestamp(self.clock()).astimezone().isoformat()
-        # the client validates a plain dict into this model anyway; doing it here keeps the call typed
-        event = CoreV1Event.model_validate(
-            {
-                "metadata": {"generateName": f"{name}.mig-gate."},
-                "involvedObject": {
-                    "kind": "Node",
-                    "name": name,
-                    "uid": node["metadata"].get("uid"),
-                    "apiVersion": "v1",
-                },
-                "reason": "MigSlicingFailed",
-                "message": message,
-                "type": "Warning",
-                "source": {"component": "slabench-mig-gate"},
-                "firstTimestamp": stamp,
-                "lastTimestamp": stamp,
-                "count": 1,
-            }
+        stamp = datetime.fromtimestamp(self.clock()).astimezone()
+        event = CoreV1Event(
+            metadata=V1ObjectMeta(generate_name=f"{name}.mig-gate."),
+            involved_object=V1ObjectReference(
+                kind="Node", name=name, uid=node["metadata"].get("uid"), api_version="v1"
+            ),
+            reason="MigSlicingFailed",
+            message=message,
+            type="Warning",
+            source=V1EventSource(component="slabench-mig-gate"),
+            first_timestamp=stamp,
+            last_timestamp=stamp,
+            count=1,
         )
         self.core.create_namespaced_event("default", event)
