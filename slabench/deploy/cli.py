@@ -16,11 +16,13 @@ from pathlib import Path
 from slabench.core.errors import UserError
 from slabench.deploy.plan import (
     DeployPlan,
+    Values,
     check_plan,
     default_run_id,
     parse_results_url,
     parse_weights_url,
 )
+from slabench.weights.s3 import S3Url
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
 
@@ -39,7 +41,7 @@ def default_charts_dir() -> Path:
     return repo if repo.is_dir() else Path("helm")
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "deploy",
         help="deploy vLLM + Locust on EKS, run the graded load test as a Job, fetch results, uninstall",
@@ -173,7 +175,7 @@ def check_context(plan: DeployPlan, tokenizer: Path | None) -> None:
     from slabench.deploy.context import check_plan_context
     from slabench.deploy.plan import locust_values, merge_values, serving_values
 
-    def chart_defaults(chart: Path) -> dict:
+    def chart_defaults(chart: Path) -> Values:
         data = yamlio.load_data(chart / "values.yaml")
         return data if isinstance(data, dict) else {}
 
@@ -198,7 +200,7 @@ def run_deploy(args: argparse.Namespace) -> int:
 
     kube = Kube(args.kubeconfig, args.context)
 
-    def fetch(url, dest):  # type: ignore[no-untyped-def]
+    def fetch(url: S3Url, dest: Path) -> list[Path]:
         return fetch_results(url, dest, endpoint_url=args.s3_endpoint_url, region=plan.region)
 
     return flow.run(plan, helm, kube, fetch, log=sys.stderr)

@@ -14,9 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TextIO
 
 from slabench.core.errors import UserError
+from slabench.deploy.plan import DeployPlan, Values
+from slabench.workload.prompts import TASKS, Task
+
+if TYPE_CHECKING:
+    from slabench.core.tokens import ChatTokenizer
+    from slabench.workload import GradingItem, QueueItem
 
 QA_LOCUSTFILE = "locustfiles/qa_grading.py"
 EXACT_COUNTED = 24  # the longest calls by the estimator that are counted with the tokenizer
@@ -34,7 +40,7 @@ class Longest:
         return self.prompt_tokens + self.max_tokens
 
 
-def _queue_candidates(dataset_dir: str, task: str, k: int) -> list[tuple[int, Any]]:
+def _queue_candidates(dataset_dir: str, task: Task, k: int) -> list[tuple[int, QueueItem]]:
     """The k longest burst-queue calls by the estimator: (estimated prompt tokens, the queue item)."""
     import numpy as np
 
@@ -47,24 +53,25 @@ def _queue_candidates(dataset_dir: str, task: str, k: int) -> list[tuple[int, An
     return [(int(mix.prompt_tokens[i]), queue[int(i)]) for i in top]
 
 
-def longest_request(dataset_dir: str, task: str, tokenizer: Any = None, max_tokens: int | None = None) -> Longest:
+def longest_request(
+    dataset_dir: str, task: Task, tokenizer: ChatTokenizer | None = None, max_tokens: int | None = None
+) -> Longest:
     """The workload's longest request (prompt + max_tokens), in the model's tokens when `tokenizer` is given."""
     from slabench.workload import build_item, build_messages, load_golden, load_settings, prompt_tokens
 
     settings = load_settings()
-    golden = [(prompt_tokens(g, task), g) for g in load_golden(dataset_dir)]  # type: ignore[arg-type]
+    golden = [(prompt_tokens(g, task), g) for g in load_golden(dataset_dir)]
     golden.sort(key=lambda x: -x[0])
     k = EXACT_COUNTED if tokenizer is not None else 1
-    candidates = [(n, g, f"golden call {g.item_id}") for n, g in golden[:k]]
+    candidates: list[tuple[int, GradingItem | QueueItem, str]] = [
+        (n, g, f"golden call {g.item_id}") for n, g in golden[:k]
+    ]
     candidates += [(n, q, f"burst queue item {q.index}") for n, q in _queue_candidates(dataset_dir, task, k)]
     if tokenizer is None:
         n, _, name = max(candidates, key=lambda c: c[0])
         unit = "estimator tokens"
     else:
-        counted = [
-            (tokenizer.count(build_messages(build_item(it), task)), it, name)  # type: ignore[arg-type]
-            for _, it, name in candidates
-        ]
+        counted = [(tokenizer.count(build_messages(build_item(it), task)), it, name) for _, it, name in candidates]
         n, _, name = max(counted, key=lambda c: c[0])
         unit = "the model's tokens"
     return Longest(n, max_tokens or settings.output.max_tokens, f"{name} ({task} task)", unit)
@@ -89,7 +96,19 @@ def check_context(max_model_len: int, longest: Longest, where: str) -> None:
         )
 
 
-def check_plan_context(plan: Any, serving: dict, locust: dict, tokenizer_dir: Path | None, log: Any) -> None:
+def _task(args: list[str]) -> Task:
+    task = _flag_value(args, "--qa-task") or "verbose"
+    for known in TASKS:
+        if task == known:
+            return known
+    raise UserError(
+        f"--qa-task {task!r} in the Locust values' extraArgs: unknown grading task (use one of: {', '.join(TASKS)})"
+    )
+
+
+def check_plan_context(
+    plan: DeployPlan, serving: Values, locust: Values, tokenizer_dir: Path | None, log: TextIO
+) -> None:
     """`slabench deploy`'s check: the serving values' maxModelLen against the run's longest QA-grading request."""
     locustfile = str(locust.get("locustfile") or QA_LOCUSTFILE)
     if plan.kind == "sweep" and plan.sweep is not None:
@@ -101,7 +120,7 @@ def check_plan_context(plan: Any, serving: dict, locust: dict, tokenizer_dir: Pa
         print(f"deploy: context check skipped: {locustfile} is not the QA-grading workload", file=log)
         return
     args = [*(locust.get("extraArgs") or []), *((locust.get("headless") or {}).get("extraArgs") or [])]
-    task = _flag_value(args, "--qa-task") or "verbose"
+    task = _task(args)
     max_tokens = _flag_value(args, "--qa-max-tokens")
     tokenizer = None
     if tokenizer_dir is not None:

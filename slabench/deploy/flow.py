@@ -10,15 +10,25 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO, TypedDict
 
 from slabench.core.errors import UserError
 from slabench.deploy.errors import DeployFailed
+from slabench.deploy.helm import Helm
 from slabench.deploy.kube import READINESS_GATE_LABEL, READINESS_GATE_PREFIX, Kube, exit_code_of
-from slabench.deploy.manifests import PSS_LABEL, PSS_LEVELS, Rendered, alb_target, pod_security_level, target_host
-from slabench.deploy.plan import DeployPlan, locust_values, serving_values
+from slabench.deploy.manifests import (
+    PSS_LABEL,
+    PSS_LEVELS,
+    Manifest,
+    Rendered,
+    alb_target,
+    pod_security_level,
+    target_host,
+)
+from slabench.deploy.plan import DeployPlan, Values, locust_values, serving_values
+from slabench.weights.s3 import S3Url
 
-Fetch = Callable[[Any, Path], list[Path]]
+Fetch = Callable[[S3Url, Path], list[Path]]
 LOG_TAIL_LINES = 40
 
 
@@ -30,9 +40,9 @@ ALB_PENDING = "http://alb-dns-name.pending.invalid"
 class Charts:
     """Values and `helm template` output of both charts for one plan."""
 
-    serving_values: dict
+    serving_values: Values
     serving: Rendered
-    locust_values: dict
+    locust_values: Values
     locust: Rendered
     target: str  # the URL the load goes to
 
@@ -46,7 +56,7 @@ class Charts:
         return any(d.get("kind") == "Ingress" for d in self.serving.docs)
 
 
-def render_serving(plan: DeployPlan, helm: Any, replicas: int | None = None) -> tuple[dict, Rendered]:
+def render_serving(plan: DeployPlan, helm: Helm, replicas: int | None = None) -> tuple[Values, Rendered]:
     sv = serving_values(plan)
     if replicas is not None:
         sv = {**sv, "replicaCount": replicas}
@@ -54,7 +64,7 @@ def render_serving(plan: DeployPlan, helm: Any, replicas: int | None = None) -> 
     return sv, Rendered(plan.serving_chart.name, text)
 
 
-def render(plan: DeployPlan, helm: Any, alb_hostname: str | None = None) -> Charts:
+def render(plan: DeployPlan, helm: Helm, alb_hostname: str | None = None) -> Charts:
     """Both charts as `helm template` renders them with this plan's values. The Locust target is the serving chart's
     own Service, or with `--target alb` its Ingress (the load balancer's DNS name once known)."""
     sv, serving = render_serving(plan, helm)
@@ -86,7 +96,7 @@ def _wait(what: str, check: Callable[[], tuple[bool, str]], timeout_s: float, po
         time.sleep(poll_s)
 
 
-def run(plan: DeployPlan, helm: Any, kube: Kube, fetch: Fetch | None, log: TextIO) -> int:
+def run(plan: DeployPlan, helm: Helm, kube: Kube, fetch: Fetch | None, log: TextIO) -> int:
     """Deploy, run, grade, clean up. Returns the Locust Job's exit code (the verdict)."""
     charts = render(plan, helm)
     deployment = charts.serving.one("Deployment", "server")
@@ -184,7 +194,7 @@ def run(plan: DeployPlan, helm: Any, kube: Kube, fetch: Fetch | None, log: TextI
                 print(f"deploy: uninstalled {release}", file=log)
 
 
-def _check_readiness_gates(pods: list[dict], log: TextIO) -> None:
+def _check_readiness_gates(pods: list[Manifest], log: TextIO) -> None:
     """Every serving pod behind the ALB carries the controller's target-health gate, or the run stops: without it a
     pod counts as Ready before the ALB sends it traffic, and health gating silently does not apply."""
     ungated = [
@@ -202,9 +212,19 @@ def _check_readiness_gates(pods: list[dict], log: TextIO) -> None:
     print(f"deploy: ALB readiness gates on {len(pods)}/{len(pods)} serving pods", file=log)
 
 
-def images_of(pods: list[dict]) -> list[dict]:
+class Image(TypedDict):
+    """One container's image in runs/<run-id>/images.json."""
+
+    pod: str
+    container: str
+    image: str | None  # as the pod spec asks for it
+    image_id: str | None  # the digest the node pulled (status imageID); None before it ran
+    pinned: bool  # the spec names a digest (image@sha256:...)
+
+
+def images_of(pods: list[Manifest]) -> list[Image]:
     """What each container ran: the image as asked for and the digest the node pulled (status imageID)."""
-    out = []
+    out: list[Image] = []
     for pod in pods:
         statuses = {c.get("name"): c for c in ((pod.get("status") or {}).get("containerStatuses") or [])}
         statuses.update({c.get("name"): c for c in ((pod.get("status") or {}).get("initContainerStatuses") or [])})
@@ -216,14 +236,14 @@ def images_of(pods: list[dict]) -> list[dict]:
     return out
 
 
-def _write_images(dest: Path, pods: list[dict], log: TextIO) -> None:
+def _write_images(dest: Path, pods: list[Manifest], log: TextIO) -> None:
     """runs/<run-id>/images.json: the provenance of the images that served and loaded the run, by digest."""
     import json
 
     images = images_of(pods)
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "images.json").write_text(json.dumps({"images": images}, indent=2) + "\n", encoding="utf-8")
-    unpinned = sorted({i["image"] for i in images if not i["pinned"] and not i["image_id"]})
+    unpinned = sorted({image for i in images if (image := i["image"]) and not i["pinned"] and not i["image_id"]})
     note = f"; no digest known for {', '.join(unpinned)} — pin it (image@sha256:...)" if unpinned else ""
     print(f"deploy: images of {len(pods)} pods → {dest / 'images.json'}{note}", file=log)
 

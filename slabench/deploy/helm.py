@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from slabench.core.errors import UserError
 from slabench.core.extras import require
 from slabench.deploy.errors import DeployFailed
+from slabench.deploy.plan import Values
+
+T = TypeVar("T")
 
 
 class Helm:
@@ -36,7 +40,7 @@ class Helm:
     def version(self) -> str:
         return str(self._client.version)
 
-    def _run(self, coro: Any, what: str) -> Any:
+    def _run(self, coro: Coroutine[Any, Any, T], what: str) -> T:
         from pyhelm3 import errors
 
         try:
@@ -45,13 +49,13 @@ class Helm:
             detail = e.stderr.decode(errors="replace").strip().splitlines() if e.stderr else []
             raise DeployFailed(f"helm {what} failed: {detail[-1] if detail else e}") from None
 
-    def template(self, release: str, chart: Path, values: dict, namespace: str) -> str:
+    def template(self, release: str, chart: Path, values: Values, namespace: str) -> str:
         """`helm template` output, byte for byte (the values go in on stdin, as with install)."""
         cmd = ["template", release, str(chart), "--namespace", namespace, "--values", "-"]
-        out = self._run(self._command.run(cmd, json.dumps(values).encode()), f"template {release}")
+        out: bytes = self._run(self._command.run(cmd, json.dumps(values).encode()), f"template {release}")
         return out.decode()
 
-    def upgrade_install(self, release: str, chart: Path, values: dict, namespace: str) -> None:
+    def upgrade_install(self, release: str, chart: Path, values: Values, namespace: str) -> None:
         async def go() -> None:
             loaded = await self._client.get_chart(chart)
             # No --wait: readiness is watched by the deploy itself, with progress and its own timeout.

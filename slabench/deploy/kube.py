@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from slabench.core.extras import require
 from slabench.deploy.errors import DeployFailed
+from slabench.deploy.manifests import Manifest
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # The AWS Load Balancer Controller injects ALB target-health readiness gates into pods of namespaces with this label.
 READINESS_GATE_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
@@ -30,7 +38,7 @@ class JobState:
     reason: str
 
 
-def rollout_of(deployment: dict) -> Rollout:
+def rollout_of(deployment: Manifest) -> Rollout:
     """Ready when the current generation is observed and every wanted replica is updated and ready."""
     spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
     want = spec.get("replicas", 1)
@@ -40,14 +48,14 @@ def rollout_of(deployment: dict) -> Rollout:
     return Rollout(ok, f"{ready}/{want} ready, {updated}/{want} updated")
 
 
-def job_state_of(job: dict) -> JobState:
+def job_state_of(job: Manifest) -> JobState:
     for c in (job.get("status") or {}).get("conditions") or []:
         if c.get("status") == "True" and c.get("type") in ("Complete", "Failed"):
             return JobState(True, c["type"] == "Complete", c.get("reason") or c["type"])
     return JobState(False, False, "running")
 
 
-def exit_code_of(pod: dict, container: str) -> int | None:
+def exit_code_of(pod: Manifest, container: str) -> int | None:
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
         if cs.get("name") == container:
             terminated = (cs.get("state") or {}).get("terminated")
@@ -66,17 +74,18 @@ class Kube:
             raise DeployFailed(
                 f"kubeconfig: {e} — pass --kubeconfig/--context or run aws eks update-kubeconfig"
             ) from None
-        self._api = api
+        self._api: ApiClient = api
         self.core = client.CoreV1Api(api)
         self.apps = client.AppsV1Api(api)
         self.batch = client.BatchV1Api(api)
         self.networking = client.NetworkingV1Api(api)
         self.custom = client.CustomObjectsApi(api)
 
-    def _plain(self, obj: Any) -> dict:
-        return self._api.sanitize_for_serialization(obj)
+    def _plain(self, obj: object) -> Manifest:
+        plain: Manifest = self._api.sanitize_for_serialization(obj)
+        return plain
 
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
@@ -87,7 +96,7 @@ class Kube:
         except HTTPError as e:
             raise DeployFailed(f"{what}: cannot reach the Kubernetes API ({e})") from None
 
-    def _get(self, what: str, fn: Any, *args: Any) -> dict | None:
+    def _get(self, what: str, fn: Callable[..., object], *args: str) -> Manifest | None:
         """GET that maps 404 to None."""
         from kubernetes.client.exceptions import ApiException
 
@@ -107,7 +116,9 @@ class Kube:
         """Create the namespace with `labels` (and `on_create`), or add missing `labels`. Returns what was done."""
         ns = self._get(f"namespace {name}", self.core.read_namespace, name)
         if ns is None:
-            body = {"metadata": {"name": name, "labels": {**labels, **(on_create or {})}}}
+            from kubernetes.client import V1Namespace, V1ObjectMeta
+
+            body = V1Namespace(metadata=V1ObjectMeta(name=name, labels={**labels, **(on_create or {})}))
             self._call(f"create namespace {name}", self.core.create_namespace, body)
             return "created"
         have = ns.get("metadata", {}).get("labels") or {}
@@ -128,7 +139,7 @@ class Kube:
         job = self._get(f"job {name}", self.batch.read_namespaced_job, name, namespace)
         return JobState(False, False, "not created yet") if job is None else job_state_of(job)
 
-    def job_pods(self, namespace: str, job: str) -> list[dict]:
+    def job_pods(self, namespace: str, job: str) -> list[Manifest]:
         pods = self._call(
             f"pods of job {job}",
             self.core.list_namespaced_pod,
@@ -147,7 +158,7 @@ class Kube:
             tail_lines=lines,
         )
 
-    def pods(self, namespace: str, labels: dict[str, str]) -> list[dict]:
+    def pods(self, namespace: str, labels: dict[str, str]) -> list[Manifest]:
         selector = ",".join(f"{k}={v}" for k, v in labels.items())
         pods = self._call(f"pods {selector}", self.core.list_namespaced_pod, namespace, label_selector=selector)
         return [self._plain(p) for p in pods.items]
@@ -165,6 +176,8 @@ class Kube:
                     "install it (docs/eks.md), or set ingress.enabled=false in the serving values"
                 ) from None
             raise DeployFailed(f"targetgroupbindings: Kubernetes API said {e.status} {e.reason}") from None
+        if not isinstance(found, dict):
+            raise DeployFailed(f"targetgroupbindings: the Kubernetes API answered {type(found).__name__}, not a list")
         names = [
             t["metadata"]["name"]
             for t in found.get("items", [])

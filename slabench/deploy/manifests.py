@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from slabench.core import yamlio
 from slabench.core.errors import UserError
 from slabench.deploy.errors import DeployFailed
+
+# A Kubernetes object as plain JSON data (a rendered document, or what the API returns).
+Manifest = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -17,10 +21,10 @@ class Rendered:
     text: str
 
     @property
-    def docs(self) -> list[dict]:
+    def docs(self) -> list[Manifest]:
         return [d for d in yamlio.parse_all(self.text, self.chart) if isinstance(d, dict)]
 
-    def one(self, kind: str, component: str) -> dict:
+    def one(self, kind: str, component: str) -> Manifest:
         """The single object of `kind` labelled app.kubernetes.io/component=`component`."""
         found = [
             d
@@ -36,7 +40,7 @@ class Rendered:
         return found[0]
 
     def name(self, kind: str, component: str) -> str:
-        return self.one(kind, component)["metadata"]["name"]
+        return str(self.one(kind, component)["metadata"]["name"])
 
 
 def target_host(serving: Rendered, namespace: str) -> str:

@@ -30,6 +30,8 @@ _IMAGE = re.compile(
     r"^(?P<repo>[a-z0-9][a-z0-9._:/-]*?)(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127})|@(?P<digest>sha256:[a-f0-9]{64}))$"
 )
 SUITE_IMAGE_ENV = "SUITE_IMAGE"
+# A chart's values: the YAML mapping of a values file, or what the flags set.
+Values = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -120,9 +122,9 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
     # read every input now (text, YAML), before helm or the cluster is asked anything
     load_values_files(plan.serving_values_files)
     load_values_files(plan.locust_values_files)
-    for f in (plan.sla, plan.sweep):
-        if f is not None:
-            read_text(f)
+    for config in (plan.sla, plan.sweep):
+        if config is not None:
+            read_text(config)
     closed_loop = {"--users": plan.users, "--spawn-rate": plan.spawn_rate, "--run-time": plan.run_time}
     given = [flag for flag, value in closed_loop.items() if value is not None]
     if plan.kind != "users" and given:
@@ -243,7 +245,7 @@ def _values_mention(files: tuple[Path, ...], key: str) -> bool:
     return False
 
 
-def merge_values(base: dict, override: dict) -> dict:
+def merge_values(base: Values, override: Values) -> Values:
     """Helm's merge of values files: maps merge key by key, anything else (lists included) is replaced."""
     out = dict(base)
     for key, value in override.items():
@@ -254,8 +256,8 @@ def merge_values(base: dict, override: dict) -> dict:
     return out
 
 
-def load_values_files(files: tuple[Path, ...]) -> dict:
-    merged: dict = {}
+def load_values_files(files: tuple[Path, ...]) -> Values:
+    merged: Values = {}
     for f in files:
         data = yamlio.load_data(f)
         if data is None:
@@ -266,7 +268,7 @@ def load_values_files(files: tuple[Path, ...]) -> dict:
     return merged
 
 
-def _put(values: dict, path: str, value: Any) -> None:
+def _put(values: Values, path: str, value: object) -> None:
     """Set a dotted key, skipping unset (None) flags so the chart default or the values files apply."""
     if value is None:
         return
@@ -277,10 +279,10 @@ def _put(values: dict, path: str, value: Any) -> None:
     node[leaf] = value
 
 
-def serving_overrides(plan: DeployPlan) -> dict:
+def serving_overrides(plan: DeployPlan) -> Values:
     """Chart values that the command-line flags set on the serving chart (flags win over values files)."""
     # A benchmark measures a fixed replica count (the contract's deployment.replicas): no autoscaler may change it.
-    v: dict = {"autoscaling": {"enabled": False}}
+    v: Values = {"autoscaling": {"enabled": False}}
     _put(v, "replicaCount", plan.replicas)
     _put(v, "aws.region", plan.region)
     _put(v, "model.name", plan.model)
@@ -298,10 +300,10 @@ def serving_overrides(plan: DeployPlan) -> dict:
 
 def locust_overrides(
     plan: DeployPlan, target_host: str, serving_selector: str | None = None, service_url: str | None = None
-) -> dict:
+) -> Values:
     """Chart values for the headless Locust Job of this run (`serving_selector`: the serving pods' labels, whose nodes
     the run records as its provenance)."""
-    v: dict = {"mode": "headless", "targetHost": target_host}
+    v: Values = {"mode": "headless", "targetHost": target_host}
     _put(v, "provenance.servingSelector", serving_selector)
     _put(v, "aws.region", plan.region)
     _put(v, "apiKey.secretName", plan.api_key_secret)
@@ -349,13 +351,13 @@ def server_metrics_source(plan: DeployPlan, service_url: str) -> str:
     return f"{service_url.rstrip('/')}/metrics"
 
 
-def serving_values(plan: DeployPlan) -> dict:
+def serving_values(plan: DeployPlan) -> Values:
     return merge_values(load_values_files(plan.serving_values_files), serving_overrides(plan))
 
 
 def locust_values(
     plan: DeployPlan, target_host: str, serving_selector: str | None = None, service_url: str | None = None
-) -> dict:
+) -> Values:
     overrides = locust_overrides(plan, target_host, serving_selector, service_url)
     files = load_values_files(plan.locust_values_files)
     # The run's own flags come after the values files' headless.extraArgs instead of replacing them.

@@ -22,12 +22,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft7Validator
 
+if TYPE_CHECKING:
+    from celpy.evaluation import CELFunction
+
 from slabench.core import yamlio
 from slabench.core.errors import UserError
+from slabench.deploy.manifests import Manifest
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
 # (apiVersion, kind) -> schema file in SCHEMA_DIR
@@ -42,6 +46,8 @@ CRD_SCHEMAS = {
 }
 # Oldest Kubernetes the charts declare (kubeVersion >=1.30) and the newest kubernetes-validate knows.
 DEFAULT_VERSIONS = ("1.30.0", "1.37.0")
+# Where in a manifest: keys and list indexes from the root.
+JsonPath = tuple[str | int, ...]
 
 
 @dataclass(frozen=True)
@@ -81,11 +87,12 @@ def _crd_validator(filename: str) -> Draft7Validator:
 
 
 @cache
-def _crd_schema(filename: str) -> dict:
-    return json.loads((SCHEMA_DIR / filename).read_text(encoding="utf-8"))
+def _crd_schema(filename: str) -> Manifest:
+    schema: Manifest = json.loads((SCHEMA_DIR / filename).read_text(encoding="utf-8"))
+    return schema
 
 
-def iter_documents(text: str, source: str) -> Iterator[tuple[str, dict]]:
+def iter_documents(text: str, source: str) -> Iterator[tuple[str, object]]:
     """(source#index, manifest) for every non-empty YAML document in `text`."""
     for i, doc in enumerate(yamlio.parse_all(text, source)):
         if doc is None:
@@ -93,7 +100,7 @@ def iter_documents(text: str, source: str) -> Iterator[tuple[str, dict]]:
         yield f"{source}#{i}", doc
 
 
-def _resource_name(doc: dict) -> str:
+def _resource_name(doc: Manifest) -> str:
     meta = doc.get("metadata") or {}
     return f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
 
@@ -106,7 +113,7 @@ def _json_path(path: Iterable[Any]) -> str:
 # --- CEL (x-kubernetes-validations) -------------------------------------------------------------------------------
 
 
-def _cel_functions() -> dict:
+def _cel_functions() -> dict[str, CELFunction]:
     """The Kubernetes CEL string extensions the CRDs use beyond standard CEL."""
     from celpy import celtypes
 
@@ -128,21 +135,21 @@ def _cel_program(rule: str) -> Any:
     return env.program(env.compile(rule), functions=_cel_functions())
 
 
-def _cel_rule_failures(rules: list[dict], value: Any, path: tuple) -> Iterator[str]:
-    import celpy
+def _cel_rule_failures(rules: list[dict[str, Any]], value: Any, path: JsonPath) -> Iterator[str]:
+    from celpy.adapter import json_to_cel
 
     for r in rules:
         rule = r["rule"]
         if "oldSelf" in rule:  # transition rules compare with the stored object: an API server concern
             continue
-        result = _cel_program(rule).evaluate({"self": celpy.json_to_cel(value)})
+        result = _cel_program(rule).evaluate({"self": json_to_cel(value)})
         # An evaluation error fails the rule, as it does in the API server.
         if isinstance(result, Exception) or not bool(result):
             msg = r.get("message") or f"failed rule: {rule}"
             yield f"{_json_path(path)}: {msg}"
 
 
-def cel_problems(schema: dict, value: Any, path: tuple = ()) -> Iterator[str]:
+def cel_problems(schema: object, value: Any, path: JsonPath = ()) -> Iterator[str]:
     """Evaluate every `x-kubernetes-validations` rule of `schema` that applies to a present part of `value`."""
     if not isinstance(schema, dict):
         return
@@ -164,12 +171,14 @@ def cel_problems(schema: dict, value: Any, path: tuple = ()) -> Iterator[str]:
 # --- one manifest ---------------------------------------------------------------------------------------------------
 
 
-def validate_document(doc: dict, source: str, versions: Iterable[str] = DEFAULT_VERSIONS) -> list[Problem]:
+def validate_document(doc: object, source: str, versions: Iterable[str] = DEFAULT_VERSIONS) -> list[Problem]:
     """Problems with one manifest (empty list = valid)."""
     import kubernetes_validate
 
+    if not isinstance(doc, dict):
+        return [Problem(source, type(doc).__name__, "not a Kubernetes object (apiVersion and kind are required)")]
     resource = _resource_name(doc)
-    if not isinstance(doc, dict) or "apiVersion" not in doc or "kind" not in doc:
+    if "apiVersion" not in doc or "kind" not in doc:
         return [Problem(source, resource, "not a Kubernetes object (apiVersion and kind are required)")]
     key = (doc["apiVersion"], doc["kind"])
     if key in CRD_SCHEMAS:
@@ -200,10 +209,13 @@ def validate_document(doc: dict, source: str, versions: Iterable[str] = DEFAULT_
     return problems
 
 
-def validate_texts(texts: Iterable[tuple[str, str]], versions: Iterable[str] = DEFAULT_VERSIONS) -> tuple[int, list]:
+def validate_texts(
+    texts: Iterable[tuple[str, str]], versions: Iterable[str] = DEFAULT_VERSIONS
+) -> tuple[int, list[Problem]]:
     """Validate (source, YAML text) pairs. Returns (number of manifests checked, problems)."""
     versions = tuple(versions)
-    count, problems = 0, []
+    count = 0
+    problems: list[Problem] = []
     for source, text in texts:
         for where, doc in iter_documents(text, source):
             count += 1

@@ -21,7 +21,7 @@ from slabench.fleet.versions import CudaVersion, parse_arch_list
 EXIT_OK, EXIT_INCOMPATIBLE = 0, 1
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fleet = subparsers.add_parser("fleet", help="GPU fleet tools", description="GPU fleet tools.")
     sub = fleet.add_subparsers(dest="fleet_command", required=True)
     check = sub.add_parser(

@@ -7,12 +7,16 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from slabench.core.errors import UserError
 from slabench.core.extras import require
 from slabench.fleet.facts import FleetFacts, gpu_for_product, instance_gpu
 from slabench.fleet.rules import Finding, NodeFacts, Severity
 from slabench.fleet.versions import ComputeCapability, DriverVersion
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient, CoreV1Api
 
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 INSTANCE_TYPE_BETA = "beta.kubernetes.io/instance-type"
@@ -94,25 +98,27 @@ def node_facts_from_labels(name: str, labels: Mapping[str, str], facts: FleetFac
     )
 
 
-def _list_nodes(api, selector: str | None) -> Iterator[tuple[str, dict[str, str]]]:
+def _list_nodes(api: CoreV1Api, selector: str | None) -> Iterator[tuple[str, dict[str, str]]]:
     token = None
     while True:
-        extra = {"label_selector": selector} if selector else {}
-        page = api.list_node(limit=_PAGE, _continue=token, _request_timeout=30, **extra)
+        page = api.list_node(label_selector=selector or None, limit=_PAGE, _continue=token, _request_timeout=30)
         for node in page.items:
-            yield node.metadata.name, dict(node.metadata.labels or {})
-        token = page.metadata._continue
+            meta = node.metadata
+            if meta is not None and meta.name:  # the API names every node; a nameless item is no node to check
+                yield meta.name, dict(meta.labels or {})
+        token = page.metadata._continue if page.metadata else None
         if not token:
             return
 
 
-def _api_client(kubeconfig: str | None, context: str | None):
+def _api_client(kubeconfig: str | None, context: str | None) -> ApiClient:
     require("kubernetes", "reading the cluster")
     from kubernetes import client, config
 
     try:
         if kubeconfig or context or not _in_cluster():
-            return config.new_client_from_config(config_file=kubeconfig, context=context)
+            api: ApiClient = config.new_client_from_config(config_file=kubeconfig, context=context)
+            return api
         cfg = client.Configuration()
         config.load_incluster_config(client_configuration=cfg)
         return client.ApiClient(cfg)
@@ -141,8 +147,12 @@ def read_cluster_nodes(
         raise UserError(f"Kubernetes API at {host}: cannot connect ({type(e).__name__}) — check --kubeconfig") from None
     finally:
         api_client.close()
-    nodes, skipped = [], []
+    nodes: list[NodeFacts] = []
+    skipped: list[str] = []
     for name, labels in listed:
         item = node_facts_from_labels(name, labels, facts)
-        (skipped if isinstance(item, str) else nodes).append(item)
+        if isinstance(item, str):
+            skipped.append(item)
+        else:
+            nodes.append(item)
     return nodes, tuple(skipped)

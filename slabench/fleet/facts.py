@@ -3,6 +3,7 @@ strict models, plus the pure look-ups the rules need."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 from itertools import pairwise
 from pathlib import Path
@@ -13,7 +14,7 @@ from slabench.core.config import StrictModel, load_model
 from slabench.fleet.versions import ComputeCapability, CudaVersion, DriverVersion
 
 
-def _check(parse, value: str) -> str:
+def _check(parse: Callable[[str], object], value: str) -> str:
     parse(value)  # raises ValueError with a user-facing message
     return value
 

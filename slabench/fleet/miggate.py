@@ -24,7 +24,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
+
+from slabench.deploy.manifests import Manifest
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 STATE_LABEL = "nvidia.com/mig.config.state"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -49,7 +54,7 @@ class Decision:
     reason: str
 
 
-def _age_s(node: dict, now: float) -> float:
+def _age_s(node: Manifest, now: float) -> float:
     stamp = (node.get("metadata") or {}).get("creationTimestamp")
     if not stamp:
         return 0.0
@@ -57,7 +62,7 @@ def _age_s(node: dict, now: float) -> float:
     return max(0.0, now - created)
 
 
-def decide(node: dict, spec: GateSpec, now: float) -> Decision:
+def decide(node: Manifest, spec: GateSpec, now: float) -> Decision:
     """What to do with one node (pure: the node as the API returns it, and the time)."""
     taints = (node.get("spec") or {}).get("taints") or []
     if not any(t.get("key") == spec.taint for t in taints):
@@ -83,21 +88,21 @@ def decide(node: dict, spec: GateSpec, now: float) -> Decision:
 class MigGate:
     """One pass (`run_once`) over the pool's nodes through the Kubernetes API; `run` repeats it."""
 
-    def __init__(self, api_client: Any, spec: GateSpec, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, api_client: ApiClient, spec: GateSpec, clock: Callable[[], float] = time.time) -> None:
         from kubernetes import client
 
         self.spec = spec
         self.clock = clock
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
-        self._sanitize = api_client.sanitize_for_serialization
+        self._api = api_client
         self.replacements: deque[float] = deque()
 
     def run_once(self) -> list[tuple[str, Decision]]:
         nodes = self.core.list_node(label_selector=f"{POOL_LABEL}={self.spec.pool}").items
         out = []
         for obj in nodes:
-            node = self._sanitize(obj)
+            node: Manifest = self._api.sanitize_for_serialization(obj)
             decision = decide(node, self.spec, self.clock())
             if decision.action == "open":
                 self._remove_taint(node)
@@ -125,13 +130,13 @@ class MigGate:
                 last[name] = line
             time.sleep(interval_s)
 
-    def _remove_taint(self, node: dict) -> None:
+    def _remove_taint(self, node: Manifest) -> None:
         keep = [t for t in node["spec"].get("taints") or [] if t.get("key") != self.spec.taint]
         # resourceVersion: if Karpenter changed the taints meanwhile, the API refuses and the next pass retries.
         body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}, "spec": {"taints": keep}}
         self.core.patch_node(node["metadata"]["name"], body)
 
-    def _fail(self, node: dict, decision: Decision) -> Decision:
+    def _fail(self, node: Manifest, decision: Decision) -> Decision:
         name = node["metadata"]["name"]
         now = self.clock()
         while self.replacements and now - self.replacements[0] > 3600:
@@ -149,8 +154,9 @@ class MigGate:
             return Decision("fail", f"{decision.reason}; NodeClaim deleted")
         return Decision("fail", f"{decision.reason}; {what}")
 
-    def _delete_nodeclaim(self, node: dict) -> bool:
-        claims = self.custom.list_cluster_custom_object(*NODECLAIM).get("items", [])
+    def _delete_nodeclaim(self, node: Manifest) -> bool:
+        found = self.custom.list_cluster_custom_object(*NODECLAIM)
+        claims = found.get("items", []) if isinstance(found, dict) else []
         provider = (node.get("spec") or {}).get("providerID")
         name = node["metadata"]["name"]
         for claim in claims:
@@ -160,25 +166,22 @@ class MigGate:
                 return True
         return False
 
-    def _event(self, node: dict, message: str) -> None:
+    def _event(self, node: Manifest, message: str) -> None:
+        from kubernetes.client import CoreV1Event, V1EventSource, V1ObjectMeta, V1ObjectReference
+
         name = node["metadata"]["name"]
-        stamp = datetime.fromtimestamp(self.clock()).astimezone().isoformat()
-        self.core.create_namespaced_event(
-            "default",
-            {
-                "metadata": {"generateName": f"{name}.mig-gate."},
-                "involvedObject": {
-                    "kind": "Node",
-                    "name": name,
-                    "uid": node["metadata"].get("uid"),
-                    "apiVersion": "v1",
-                },
-                "reason": "MigSlicingFailed",
-                "message": message,
-                "type": "Warning",
-                "source": {"component": "slabench-mig-gate"},
-                "firstTimestamp": stamp,
-                "lastTimestamp": stamp,
-                "count": 1,
-            },
+        stamp = datetime.fromtimestamp(self.clock()).astimezone()
+        event = CoreV1Event(
+            metadata=V1ObjectMeta(generate_name=f"{name}.mig-gate."),
+            involved_object=V1ObjectReference(
+                kind="Node", name=name, uid=node["metadata"].get("uid"), api_version="v1"
+            ),
+            reason="MigSlicingFailed",
+            message=message,
+            type="Warning",
+            source=V1EventSource(component="slabench-mig-gate"),
+            first_timestamp=stamp,
+            last_timestamp=stamp,
+            count=1,
         )
+        self.core.create_namespaced_event("default", event)

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import ConfigDict, Field, PositiveInt, model_validator
 
@@ -240,13 +240,20 @@ class EngineConfig:
     def check(self) -> EngineConfig:
         """vLLM's start-up refusals, as user errors that say what to change."""
         where = f"profile {self.gpu.name} + {self.model.name}"
-        if self.options.num_gpu_blocks_override is None and self.kv_budget_bytes <= 0:
-            raise UserError(
-                f"{where}: the model does not fit: {self.weight_bytes / GiB:.1f} GiB of weights + "
-                f"{(self.activation_bytes + self.gpu.reserved_mib * MiB) / GiB:.1f} GiB reserve > "
-                f"{self.gpu.memory_mib * self.options.gpu_memory_utilization / 1024:.1f} GiB usable — pick a larger "
-                "GPU profile, a smaller or more quantised model, or raise gpu_memory_utilization"
-            )
+        memory_mib = self.gpu.memory_mib
+        if self.options.num_gpu_blocks_override is None:  # the KV cache is what memory leaves
+            if memory_mib is None:
+                raise UserError(
+                    f"{where}: the engine options unset num_gpu_blocks_override, the KV cache size of this measured "
+                    "profile (it gives no memory_mib to derive one from) — keep it set, or add memory_mib"
+                )
+            if self.kv_budget_bytes <= 0:
+                raise UserError(
+                    f"{where}: the model does not fit: {self.weight_bytes / GiB:.1f} GiB of weights + "
+                    f"{(self.activation_bytes + self.gpu.reserved_mib * MiB) / GiB:.1f} GiB reserve > "
+                    f"{memory_mib * self.options.gpu_memory_utilization / 1024:.1f} GiB usable — pick a larger "
+                    "GPU profile, a smaller or more quantised model, or raise gpu_memory_utilization"
+                )
         if self.kv_capacity_tokens < self.max_model_len:
             raise UserError(
                 f"{where}: max_model_len {self.max_model_len} needs more KV cache than the "
@@ -287,7 +294,10 @@ def _is_path(ref: str | Path) -> bool:
     return isinstance(ref, Path) or s.endswith((".yaml", ".yml")) or "/" in s or "\\" in s
 
 
-def _load_kind(ref: str | Path, kind: Literal["gpu", "model"], cls: type[GpuProfile] | type[ModelProfile]):
+Profile = TypeVar("Profile", GpuProfile, ModelProfile)
+
+
+def _load_kind(ref: str | Path, kind: Literal["gpu", "model"], cls: type[Profile]) -> Profile:
     if _is_path(ref):
         path = Path(ref)
     else:

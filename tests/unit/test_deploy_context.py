@@ -83,6 +83,16 @@ def test_a_run_of_another_workload_is_not_held_to_the_qa_lengths(tmp_path):
     assert "context check skipped: locustfiles/chat_replay.py" in r.stderr
 
 
+def test_an_unknown_qa_task_in_the_values_is_one_line_naming_the_flag(tmp_path):
+    locust = tmp_path / "locust.yaml"
+    locust.write_text("headless:\n  extraArgs: [--qa-task, brief]\n")
+    r = dry_run(tmp_path, "--locust-values", str(locust), helm="/nonexistent/helm")  # refused before helm is needed
+    assert r.returncode == 3, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert "--qa-task 'brief' in the Locust values' extraArgs: unknown grading task" in line
+    assert "(use one of: verbose, terse)" in line
+
+
 @pytest.mark.parametrize(("max_model_len", "fits"), [(11828, True), (11827, False)])
 def test_the_limit_is_prompt_plus_max_tokens(max_model_len, fits):
     from slabench.core.errors import UserError

@@ -86,6 +86,13 @@ def test_unknown_kinds_are_errors_not_silent_passes():
     assert msg.startswith("no schema for example.com/v1 Widget")
 
 
+def test_a_document_that_is_not_a_mapping_is_a_problem_not_a_crash():
+    count, found = validate_texts([("x.yaml", "- a\n- b\n---\nplain\n")])
+    assert count == 2
+    assert [(p.source, p.resource) for p in found] == [("x.yaml#0", "list"), ("x.yaml#1", "str")]
+    assert all("not a Kubernetes object" in p.message for p in found)
+
+
 def test_cli_exit_codes(tmp_path, capsys, fleet):
     good = tmp_path / "good.yaml"
     good.write_text("---\n".join(yaml.safe_dump(d) for d in fleet))

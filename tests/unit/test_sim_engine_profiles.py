@@ -136,3 +136,15 @@ def test_vllms_start_up_refusals_say_what_to_change():
     assert load_profile("rtx-pro-6000", "llama-3.1-70b-fp8").kv_capacity_tokens > 16384
     with pytest.raises(UserError, match=r"max_model_len 131072 .* at most \d+"):
         load_profile("l4", engine={"max_model_len": 131072})
+
+
+def test_a_measured_profile_without_its_cache_size_is_refused(tmp_path: Path):
+    # a measured profile sizes its KV cache by num_gpu_blocks_override alone (no memory_mib to derive one from)
+    card = tmp_path / "measured.yaml"
+    card.write_text(
+        "kind: gpu\nname: measured\nsource: x\nstep_time: {overhead_ms: 4.0}\n"
+        "engine: {num_gpu_blocks_override: 100000}\n"
+    )
+    assert load_profile(card).kv_capacity_tokens == 1_600_000
+    with pytest.raises(UserError, match=r"unset num_gpu_blocks_override.*keep it set"):
+        load_profile(card, engine={"num_gpu_blocks_override": None})
