@@ -887,6 +887,93 @@ BEHAVIOURS["head_never_ends"].__doc__ = "A status line, then a header line after
 
 
 # -- the server ----------------------------------------------------------------------------------------------------
+# -- the Responses API (/v1/responses): typed events, `response.completed` as the end ------------------------------
+def typed(kind: str, seq: int, **fields: object) -> bytes:
+    """One Responses API event: `event: <type>` and its JSON data with the same `type` and a `sequence_number`."""
+    data = json.dumps({"type": kind, "sequence_number": seq, **fields})
+    return f"event: {kind}\ndata: {data}\n\n".encode()
+
+
+def response_obj(status: str, usage: dict | None, request_id: str = "h") -> dict:
+    return {"id": f"resp_{request_id}", "object": "response", "status": status, "model": MODEL, "usage": usage}
+
+
+RESPONSES_USAGE = {
+    "input_tokens": 5,
+    "input_tokens_details": {"cached_tokens": 2},
+    "output_tokens": 3,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 8,
+}
+
+
+def responses_stream(
+    deltas: tuple[tuple[str, str], ...] = (("text", "Hello"), ("text", " there"), ("text", " friend")),
+    end: str = "response.completed",
+    usage: dict | None = RESPONSES_USAGE,
+) -> bytes:
+    """A Responses stream of `deltas` ((kind, text): kind "text" or "reasoning"), ended by the `end` event ("" for
+    none) whose response carries `usage`."""
+    where = {"item_id": "msg_h", "output_index": 0, "content_index": 0}
+    out = [typed("response.created", 0, response=response_obj("in_progress", None))]
+    out.append(typed("response.in_progress", 1, response=response_obj("in_progress", None)))
+    for kind, text in deltas:
+        name = "response.output_text.delta" if kind == "text" else "response.reasoning_text.delta"
+        out.append(typed(name, len(out), **where, delta=text))
+    text = "".join(t for k, t in deltas if k == "text")
+    out.append(typed("response.output_text.done", len(out), **where, text=text))
+    if end:
+        out.append(typed(end, len(out), response=response_obj(end.split(".")[1], usage)))
+    return b"".join(out)
+
+
+def _responses(body: bytes, piece: int = 0, cut: bool = False) -> Behaviour:
+    def play(c: Conn, r: Request) -> bool:
+        if piece:
+            c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c.head()
+        stream(c, body, piece)
+        if cut:
+            c.cut()
+            return False
+        c.end()
+        return True
+
+    return play
+
+
+_FAILED = {"error": {"code": "server_error", "message": "engine overloaded"}}
+BEHAVIOURS.update(
+    {
+        "responses_ok": _responses(responses_stream()),
+        "responses_split_reads": _responses(responses_stream(), piece=7),  # every delta spread over several reads
+        "responses_bom_first": _responses(b"\xef\xbb\xbf" + responses_stream()),
+        "responses_reasoning_first": _responses(
+            responses_stream(
+                (("reasoning", "thinking"), ("text", "Hello"), ("text", " there")),
+                usage={**RESPONSES_USAGE, "output_tokens_details": {"reasoning_tokens": 1}},
+            )
+        ),
+        "responses_incomplete": _responses(responses_stream(end="response.incomplete")),
+        "responses_no_completed": _responses(responses_stream(end="")),
+        "responses_cut": _responses(responses_stream(end="").split(b"event: response.output_text.done")[0], cut=True),
+        "responses_no_usage": _responses(responses_stream(usage=None)),
+        "responses_failed": _responses(
+            responses_stream(end="").replace(
+                b"event: response.output_text.done",
+                typed("response.failed", 9, response={**response_obj("failed", None), **_FAILED})
+                + b"event: response.output_text.done",
+            )
+        ),
+        "responses_error_event": _responses(
+            responses_stream(end="") + typed("error", 9, code="server_error", message="engine overloaded", param=None)
+        ),
+        "responses_untyped_event": _responses(responses_stream().replace(b'"type": "response.in_progress", ', b"")),
+        "responses_usage_not_counts": _responses(responses_stream(usage={**RESPONSES_USAGE, "output_tokens": "3"})),
+    }
+)
+
+
 class Server:
     def __init__(self, log_path: str, mix: list[str], tls: ssl.SSLContext | None = None) -> None:
         self.log_path = log_path

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slabench.core import metrics
-from slabench.core.client import StreamingClient, Target, chat_body
+from slabench.core.client import StreamingClient, Target, chat_body, responses_body
 from slabench.core.record import RecordMeta
 from slabench.core.sinks import open_sink, read_records
 from tests.conftest import HostileServer
@@ -34,6 +34,7 @@ class Case:
     target: dict = field(default_factory=dict)
     not_in_message: str = ""
     chunks: int = 3  # output chunks of an answered request (each stamped: TTFT, ITL)
+    endpoint: str = "chat"  # the protocol the client speaks (a name in slabench.core.protocols.PROTOCOLS)
 
 
 def ok(behaviour: str, **kw) -> Case:
@@ -132,6 +133,28 @@ CASES = [
     # another request's answer on a reused connection: recognised by the id it names, never recorded as this one's
     Case("stale_echo_header", ("ok", "stale_response"), "carries X-Request-Id"),
     Case("stale_chunk_id", ("ok", "stale_response"), "has the chunk id 'chatcmpl-"),
+    # the Responses API: typed events, `response.completed` (with the usage) as the end
+    ok("responses_ok", endpoint="responses"),
+    ok("responses_split_reads", endpoint="responses"),
+    ok("responses_bom_first", endpoint="responses"),
+    ok("responses_reasoning_first", endpoint="responses"),
+    ok("responses_incomplete", endpoint="responses"),
+    fails("responses_no_completed", "stream_cut", "ended before response.completed", endpoint="responses"),
+    fails("responses_cut", "stream_cut", "connection", endpoint="responses"),
+    fails("responses_no_usage", "no_usage", "usage", endpoint="responses"),
+    fails(
+        "responses_failed", "stream_error", "response.failed event mid-stream: engine overloaded", endpoint="responses"
+    ),
+    fails(
+        "responses_error_event",
+        "stream_error",
+        "error event mid-stream: engine overloaded (server_error)",
+        endpoint="responses",
+    ),
+    fails("responses_untyped_event", "not_openai", "an event without a type", endpoint="responses"),
+    fails(
+        "responses_usage_not_counts", "bad_usage", "usage.output_tokens is '3', not a token count", endpoint="responses"
+    ),
 ]
 
 
@@ -142,12 +165,15 @@ def server(tmp_path_factory) -> HostileServer:
     s.stop()
 
 
-def body(**extra) -> dict:
-    return chat_body("m", [{"role": "user", "content": "hi"}], 16, **extra)
+def body(endpoint: str = "chat", **extra) -> dict:
+    messages = [{"role": "user", "content": "hi"}]
+    if endpoint == "responses":
+        return responses_body("m", messages, 16, **extra)
+    return chat_body("m", messages, 16, **extra)
 
 
-def send(client: StreamingClient, behaviour: str, **extra):
-    return client.send("chat", body(**extra), META, headers={"X-Hostile": behaviour})
+def send(client: StreamingClient, behaviour: str, endpoint: str = "chat", **extra):
+    return client.send(endpoint, body(endpoint, **extra), META, headers={"X-Hostile": behaviour})
 
 
 def test_the_table_covers_every_behaviour_of_the_server():
@@ -176,7 +202,7 @@ def test_every_request_the_server_saw_is_one_classified_record(server, case, cap
     mark = server.mark()
     client = StreamingClient(Target(server.url, api_key=KEY, **{"request_timeout": 10.0, **case.target}))
     try:
-        replies = [send(client, case.behaviour) for _ in case.expect]
+        replies = [send(client, case.behaviour, case.endpoint) for _ in case.expect]
         after = send(client, "ok")  # the run goes on: the same client still works
     finally:
         client.close()
