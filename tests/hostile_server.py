@@ -39,20 +39,25 @@ def event(
     finish: str | None = None,
     usage: int | None = None,
     choices: bool = True,
+    reasoning_key: str = "reasoning_content",
+    reasoning_tokens: int | None = None,
 ) -> dict:
-    """One chat.completion.chunk; `usage` = completion tokens so far (prompt 5)."""
+    """One chat.completion.chunk; `usage` = completion tokens so far (prompt 5), of which `reasoning_tokens` (in
+    usage.completion_tokens_details) were reasoning."""
     delta: dict = {}
     if role is not None:
         delta["role"] = role
     if content is not None:
         delta["content"] = content
     if reasoning is not None:
-        delta["reasoning_content"] = reasoning
+        delta[reasoning_key] = reasoning
     obj: dict = {"id": "chatcmpl-h", "object": "chat.completion.chunk", "model": MODEL, "choices": []}
     if choices:
         obj["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
     if usage is not None:
         obj["usage"] = {"prompt_tokens": 5, "completion_tokens": usage, "total_tokens": 5 + usage}
+        if reasoning_tokens is not None:
+            obj["usage"]["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return obj
 
 
@@ -273,13 +278,29 @@ def _prelude(c: Conn, r: Request) -> bool:
 
 @behaviour("reasoning_first")
 def _reasoning(c: Conn, r: Request) -> bool:
-    """A reasoning delta (the first token), then two content deltas; usage counts all three."""
+    """A reasoning delta (the first token), then, 50 ms later, two content deltas; usage counts all three."""
     c.head()
     c.chunk(sse(event(role="assistant")))
     c.chunk(sse(event(reasoning="thinking", usage=1)))
+    time.sleep(0.05)  # the answer after the thinking: two clocks apart
     c.chunk(sse(event("Hello", usage=2)))
     c.chunk(sse(event(" there", finish="stop", usage=3)))
     c.chunk(sse(event(choices=False, usage=3)) + sse("[DONE]"))
+    c.end()
+    return True
+
+
+@behaviour("reasoning_named_reasoning")
+def _reasoning_named(c: Conn, r: Request) -> bool:
+    """Two deltas under `reasoning` (vLLM's newer name, OpenRouter, Ollama), then, 50 ms later, one content delta;
+    the usage says 2 of the 3 completion tokens were reasoning."""
+    c.head()
+    c.chunk(sse(event(role="assistant")))
+    c.chunk(sse(event(reasoning="let me", reasoning_key="reasoning", usage=1)))
+    c.chunk(sse(event(reasoning=" think", reasoning_key="reasoning", usage=2)))
+    time.sleep(0.05)
+    c.chunk(sse(event("Hello", finish="stop", usage=3)))
+    c.chunk(sse(event(choices=False, usage=3, reasoning_tokens=2)) + sse("[DONE]"))
     c.end()
     return True
 
@@ -927,12 +948,21 @@ def responses_stream(
     return b"".join(out)
 
 
-def _responses(body: bytes, piece: int = 0, cut: bool = False) -> Behaviour:
+def _responses(body: bytes, piece: int = 0, cut: bool = False, pause: bool = False) -> Behaviour:
+    """Play a Responses stream; with `pause`, 50 ms before the first answer delta."""
+
     def play(c: Conn, r: Request) -> bool:
         if piece:
             c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         c.head()
-        stream(c, body, piece)
+        first, answer = body, b""
+        if pause:
+            at = body.index(b"event: response.output_text.delta")
+            first, answer = body[:at], body[at:]
+        stream(c, first, piece)
+        if answer:
+            time.sleep(0.05)
+            stream(c, answer, piece)
         if cut:
             c.cut()
             return False
@@ -952,7 +982,8 @@ BEHAVIOURS.update(
             responses_stream(
                 (("reasoning", "thinking"), ("text", "Hello"), ("text", " there")),
                 usage={**RESPONSES_USAGE, "output_tokens_details": {"reasoning_tokens": 1}},
-            )
+            ),
+            pause=True,
         ),
         "responses_incomplete": _responses(responses_stream(end="response.incomplete")),
         "responses_no_completed": _responses(responses_stream(end="")),

@@ -36,6 +36,7 @@ COLUMNS = [
     "scheduled",
     "sent",
     "first_token",
+    "first_answer_token",
     "last_token",
     "end",
     "chunk_times",
@@ -269,6 +270,7 @@ class RunArrays:
     ok_without_tokens: int  # OK requests whose token counts are missing (then token rates are not computed)
     total_tokens: float  # Σ prompt + completion tokens of OK requests
     quality: dict[str, dict[str, Floats]]  # task → column → values over counted rows of that task
+    ttft_answer: Floats | None = None  # per OK request, to the first answer token (NaN: records before minor 5)
 
     @property
     def duration_s(self) -> float | None:
@@ -302,15 +304,19 @@ def wall_offsets(worker: NDArray[np.object_], wall: Floats, sent: Floats) -> Flo
 
 def request_times(table: pa.Table) -> dict[str, Floats]:
     """Per row, in seconds, NaN where a row has no value: `ttft` (what the user waited: from `scheduled` in open
-    loop, else from `sent`), `ttft_sent`, `e2e`, `tpot`, `lateness` — the column-wise form of
+    loop, else from `sent`), `ttft_answer` (to the first answer token, after any reasoning; from the same start),
+    `ttft_sent`, `e2e`, `tpot`, `lateness` — the column-wise form of
     `slabench.core.metrics`."""
     sent, end, scheduled = _f64(table.column("sent")), _f64(table.column("end")), _f64(table.column("scheduled"))
     first, last = _f64(table.column("first_token")), _f64(table.column("last_token"))
+    answer = _f64(table.column("first_answer_token"))
     completion = _f64(table.column("completion_tokens"))
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(completion >= 2, (last - first) / (completion - 1), np.nan)
+    start = np.where(np.isnan(scheduled), sent, scheduled)
     return {
-        "ttft": first - np.where(np.isnan(scheduled), sent, scheduled),
+        "ttft": first - start,
+        "ttft_answer": answer - start,
         "ttft_sent": first - sent,
         "e2e": end - sent,
         "tpot": tpot,
@@ -383,6 +389,7 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
         window_end=float(np.max(t_end[has_end])) if has_end.any() else None,
         ttft=times["ttft"][ok],
         ttft_sent=times["ttft_sent"][ok] if open_loop else None,
+        ttft_answer=times["ttft_answer"][ok],
         e2e=times["e2e"][ok],
         tpot=times["tpot"][ok],
         itl_mean=itl_mean,

@@ -8,6 +8,9 @@ p95, p99, mean; ``error_rate``, ``incomplete_rate``, ``throughput_rps``, ``outpu
 `samples` is the number of requests behind a value (for ITL: OK requests with at least one inter-token gap).
 Proportions also carry their counts (successes, trials), from which their interval is made.
 
+``ttft_answer_*`` is the time to the first answer token (visible content or a tool call, after any reasoning: a
+reasoning model's second clock; equal to TTFT for a model that does not reason), over OK requests that have one.
+
 Open loop (records with `scheduled`): ``ttft_*`` is the user-visible TTFT, from when the request was scheduled
 (free of coordinated omission, as MLPerf LoadGen measures); ``ttft_sent_*`` beside it counts from when it went out.
 """
@@ -135,6 +138,10 @@ def metric_values(parts: Sequence[RunArrays], slo: Slo | None = None) -> dict[st
     out: dict[str, Figure] = {}
     ok = sum(p.ok for p in parts)
     _latency(_cat(parts, "ttft"), "ttft", ok, out)
+    answers = [p.ttft_answer for p in parts if p.ttft_answer is not None]
+    answer = np.concatenate(answers) if answers else np.empty(0)
+    if (~np.isnan(answer)).any():  # records that carry it (minor ≥ 5) and an answer
+        _latency(answer, "ttft_answer", int((~np.isnan(answer)).sum()), out)
     sent = [p.ttft_sent for p in parts if p.ttft_sent is not None]
     if len(sent) == len(parts):  # every part is open loop
         _latency(np.concatenate(sent), "ttft_sent", ok, out)

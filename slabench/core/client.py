@@ -454,6 +454,9 @@ class StreamingClient:
             completion = len(s.chunk_times) if s.bad_usage else estimate_tokens("".join(s.text))
             prompt = proto.prompt_estimate(body)
         chunk_tokens = tuple(s.chunk_tokens) if s.chunk_tokens and len(s.chunk_tokens) == len(s.chunk_times) else None
+        reasoning, reasoning_source = s.reasoning_tokens, "server" if s.reasoning_tokens is not None else None
+        if reasoning is None and s.reasoning_chunks:  # the server does not say: each reasoning chunk is ≥ 1 token
+            reasoning, reasoning_source = s.reasoning_chunks, "chunks"
         return RequestRecord(
             **meta.record_fields(request_id),
             endpoint=proto.name,
@@ -462,6 +465,7 @@ class StreamingClient:
             sent=s.sent,
             first_byte=s.first_byte,
             first_token=s.chunk_times[0] if s.chunk_times else None,
+            first_answer_token=s.answer_first,
             last_token=s.chunk_times[-1] if s.chunk_times else None,
             end=end,
             chunk_times=tuple(s.chunk_times),
@@ -469,6 +473,8 @@ class StreamingClient:
             prompt_tokens=prompt,
             completion_tokens=completion,
             cached_tokens=s.cached,
+            reasoning_tokens=reasoning,
+            reasoning_source=reasoning_source,
             token_source=source,
             max_tokens=proto.max_tokens(body),
             finish_reason=_storable(s.finish_reason),
@@ -519,7 +525,7 @@ def _implausible_usage(s: Stream, max_tokens: Any) -> Failure | None:
     if why is None:
         return None
     s.bad_usage = why
-    s.prompt_tokens = s.completion_tokens = s.chunk_tokens = s.cached = None
+    s.prompt_tokens = s.completion_tokens = s.chunk_tokens = s.cached = s.reasoning_tokens = None
     return Failure(
         Outcome.INCOMPLETE,
         ErrorCategory.BAD_USAGE,

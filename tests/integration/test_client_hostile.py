@@ -56,6 +56,7 @@ CASES = [
     ok("one_byte_chunks"),
     ok("empty_choices_prelude"),
     ok("reasoning_first"),
+    ok("reasoning_named_reasoning"),
     ok("invalid_utf8"),
     ok("content_length_body"),
     ok("close_delimited"),
@@ -224,6 +225,31 @@ def test_every_request_the_server_saw_is_one_classified_record(server, case, cap
             assert case.message in r.error_message, r.error_message
             assert not case.not_in_message or case.not_in_message not in r.error_message
     assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "endpoint", "reasoning", "source"),
+    [
+        ("reasoning_first", "chat", 1, "chunks"),  # `reasoning_content`, usage without a reasoning count
+        ("reasoning_named_reasoning", "chat", 2, "server"),  # `reasoning`, usage.completion_tokens_details
+        ("responses_reasoning_first", "responses", 1, "server"),  # reasoning_text deltas, output_tokens_details
+        ("ok", "chat", None, None),
+    ],
+)
+def test_both_clocks_of_a_reasoning_model(server, behaviour, endpoint, reasoning, source):
+    """TTFT counts the first output, reasoning included; the first answer token is the first visible content, after
+    the reasoning; the reasoning's tokens come from the usage when the server says, else its chunks are counted."""
+    client = StreamingClient(Target(server.url))
+    r = send(client, behaviour, endpoint).record
+    client.close()
+    assert r.outcome == "ok", r.error_message
+    assert (r.reasoning_tokens, r.reasoning_source) == (reasoning, source)
+    if reasoning is None:
+        assert r.first_answer_token == r.first_token and metrics.ttft_answer(r) == metrics.ttft(r)
+    else:
+        answer_chunk = r.chunk_times[2 if behaviour == "reasoning_named_reasoning" else 1]
+        assert r.first_token == r.chunk_times[0] < r.first_answer_token == answer_chunk
+        assert metrics.ttft_answer(r) > metrics.ttft(r)
 
 
 def test_every_request_asks_for_an_unencoded_stream(server):

@@ -274,3 +274,28 @@ def test_the_responses_api_unary_and_bad_requests(sim):
     assert status == 400 and "`input` must be a string or a non-empty list of messages" in body
     status, _ = post(sim, "/v1/responses", {"model": "other", "input": "x"})
     assert status == 404
+
+
+def test_a_reasoning_phase_comes_before_the_answer_in_chat_and_responses(simulator):
+    """`--reasoning-tokens 3`: three reasoning tokens, then the answer's five; the usage counts all and says which."""
+    url = simulator("--ttft", "0.01", "--itl", "0.001", "--output-tokens", "5", "--reasoning-tokens", "3")
+    messages = [{"role": "user", "content": "one two"}]
+    chat = {"model": "slabench-sim", "messages": messages, "max_tokens": 20, "stream": True}
+    status, text = post(url, "/v1/chat/completions", {**chat, "stream_options": {"include_usage": True}})
+    chunks = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    kinds = [k for d in deltas for k in ("reasoning_content", "content") if d.get(k)]
+    assert status == 200 and kinds == ["reasoning_content"] * 3 + ["content"] * 5
+    usage = chunks[-1]["usage"]
+    assert usage["completion_tokens"] == 8 and usage["completion_tokens_details"] == {"reasoning_tokens": 3}
+
+    body = {"model": "slabench-sim", "input": "one two", "max_output_tokens": 20, "stream": True}
+    status, text = post(url, "/v1/responses", body)
+    kinds = [k for k, _ in _typed_events(text) if k.endswith(".delta")]
+    assert kinds == ["response.reasoning_text.delta"] * 3 + ["response.output_text.delta"] * 5
+    usage = _typed_events(text)[-1][1]["response"]["usage"]
+    assert usage["output_tokens"] == 8 and usage["output_tokens_details"] == {"reasoning_tokens": 3}
+
+    # completions have no reasoning phase
+    status, text = post(url, "/v1/completions", {"model": "slabench-sim", "prompt": "x", "max_tokens": 20})
+    assert json.loads(text)["usage"]["completion_tokens"] == 5
