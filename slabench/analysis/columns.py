@@ -43,6 +43,7 @@ COLUMNS = [
     "chunk_tokens",
     "prompt_tokens",
     "completion_tokens",
+    "cached_tokens",
     "outcome",
     "error_category",
     "quality_task",
@@ -271,6 +272,8 @@ class RunArrays:
     total_tokens: float  # Σ prompt + completion tokens of OK requests
     quality: dict[str, dict[str, Floats]]  # task → column → values over counted rows of that task
     ttft_answer: Floats | None = None  # per OK request, to the first answer token (NaN: records before minor 5)
+    cached_tokens: float = 0.0  # Σ prefix-cached prompt tokens of OK requests whose server said (usage)
+    cached_of_prompt: float = 0.0  # Σ prompt tokens of those same requests
 
     @property
     def duration_s(self) -> float | None:
@@ -366,6 +369,8 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
     completion, prompt = _f64(t.column("completion_tokens")), _f64(t.column("prompt_tokens"))
     tok_ok = table.select(["chunk_times", "chunk_tokens"]).filter(pa.array(keep & (outcome_all == "ok")))
     itl_tokens, itl_mean = itl_arrays(tok_ok.column("chunk_times"), tok_ok.column("chunk_tokens"))
+    cached = _f64(t.column("cached_tokens"))
+    said = ok & ~np.isnan(cached) & ~np.isnan(prompt)  # requests whose usage gave the cached prompt tokens
     has_end = ~np.isnan(t_end)
     open_loop = bool((~np.isnan(scheduled[ok])).any())
     quality: dict[str, dict[str, Floats]] = {}
@@ -390,6 +395,8 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0) -> RunArrays:
         ttft=times["ttft"][ok],
         ttft_sent=times["ttft_sent"][ok] if open_loop else None,
         ttft_answer=times["ttft_answer"][ok],
+        cached_tokens=float(cached[said].sum()),
+        cached_of_prompt=float(prompt[said].sum()),
         e2e=times["e2e"][ok],
         tpot=times["tpot"][ok],
         itl_mean=itl_mean,

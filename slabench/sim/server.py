@@ -476,6 +476,7 @@ class _Call:
     __slots__ = (
         "_answer",
         "_head",
+        "cached",
         "chat",
         "completion",
         "continuous",
@@ -503,6 +504,7 @@ class _Call:
         self.req, self.chat, self.model, self._answer = req, chat, model, answer
         self.reasoning = reasoning  # the first tokens of the output are reasoning, not answer
         self.reasoned = 0  # reasoning tokens emitted
+        self.cached = 0  # prompt tokens the engine found in its prefix cache
         self.include_usage, self.continuous = include_usage, continuous
         self.id = ("chatcmpl-" if chat else "cmpl-") + req.request_id
         self.created = int(time.time())
@@ -521,6 +523,7 @@ class _Call:
 
     def account(self, em: Emission) -> str:
         n = self.completion
+        self.cached = em.cached_prompt_tokens
         if self.thinking():
             text = "".join(" " + _WORDS[(n + i) % len(_WORDS)] for i in range(em.tokens))
             self.reasoned += em.tokens
@@ -541,6 +544,7 @@ class _Call:
             "prompt_tokens": self.req.prompt_tokens,
             "completion_tokens": self.completion,
             "total_tokens": self.req.prompt_tokens + self.completion,
+            "prompt_tokens_details": {"cached_tokens": self.cached},  # vLLM's --enable-prompt-tokens-details
         }
         if self.reasoning:
             usage["completion_tokens_details"] = {"reasoning_tokens": self.reasoned}
@@ -614,7 +618,7 @@ class _ResponsesCall(_Call):
         message = {"id": self.item, "type": "message", "role": "assistant", "status": status, "content": [text]}
         usage = {
             "input_tokens": self.req.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": self.cached},
             "output_tokens": self.completion,
             "output_tokens_details": {"reasoning_tokens": self.reasoned},
             "total_tokens": self.req.prompt_tokens + self.completion,

@@ -252,6 +252,17 @@ def test_both_clocks_of_a_reasoning_model(server, behaviour, endpoint, reasoning
         assert metrics.ttft_answer(r) > metrics.ttft(r)
 
 
+def test_the_responses_usage_gives_the_record_its_counts(server):
+    """input_tokens, output_tokens and their details become the record's prompt, completion, cached and reasoning
+    counts, as chat's usage does; the cap is max_output_tokens."""
+    client = StreamingClient(Target(server.url))
+    r = send(client, "responses_ok", "responses").record
+    client.close()
+    assert (r.endpoint, r.outcome, r.finish_reason, r.max_tokens) == ("responses", "ok", "stop", 16)
+    assert (r.prompt_tokens, r.completion_tokens, r.cached_tokens) == (5, 3, 2)
+    assert (r.reasoning_tokens, r.reasoning_source, r.chunk_tokens) == (0, "server", None)
+
+
 def test_every_request_asks_for_an_unencoded_stream(server):
     mark = server.mark()
     client = StreamingClient(Target(server.url))

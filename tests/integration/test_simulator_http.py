@@ -299,3 +299,20 @@ def test_a_reasoning_phase_comes_before_the_answer_in_chat_and_responses(simulat
     # completions have no reasoning phase
     status, text = post(url, "/v1/completions", {"model": "slabench-sim", "prompt": "x", "max_tokens": 20})
     assert json.loads(text)["usage"]["completion_tokens"] == 5
+
+
+def test_usage_says_how_many_prompt_tokens_the_prefix_cache_held(simulator):
+    """A second request with the same system prompt finds it in the engine's prefix cache, and its usage says so
+    (chat: prompt_tokens_details.cached_tokens; Responses: input_tokens_details.cached_tokens)."""
+    url = simulator("--profile", "l4", "--model-profile", "llama-3.2-3b")
+    model = json.loads(urllib.request.urlopen(url + "/v1/models").read())["data"][0]["id"]
+    shared = {"role": "system", "content": "the shared rubric " * 100}
+    cached = []
+    for i in range(2):
+        body = {"model": model, "messages": [shared, {"role": "user", "content": f"case {i}"}], "max_tokens": 2}
+        usage = json.loads(post(url, "/v1/chat/completions", body)[1])["usage"]
+        cached.append(usage["prompt_tokens_details"]["cached_tokens"])
+    body = {"model": model, "instructions": shared["content"], "input": "case 2", "max_output_tokens": 2}
+    usage = json.loads(post(url, "/v1/responses", body)[1])["usage"]
+    assert cached[0] == 0 and 0 < cached[1] < usage["input_tokens"]
+    assert usage["input_tokens_details"]["cached_tokens"] == cached[1]
