@@ -49,6 +49,7 @@ from slabench.core.client import (
 )
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.files import check_output
+from slabench.core.protocols import PROTOCOLS
 from slabench.core.record import Outcome, RecordMeta, RequestRecord
 from slabench.core.sinks import check_records_path
 from slabench.core.sse import DEFAULT_MAX_EVENT_BYTES
@@ -123,7 +124,7 @@ def add_options(parser: Any) -> None:
     g.add_argument("--model", default="", help="model name (default: the first one the server lists at /v1/models)")
     g.add_argument(
         "--endpoint",
-        choices=["chat", "completions", "responses"],
+        choices=list(PROTOCOLS),
         default="chat",
         help="OpenAI API to call: chat (/v1/chat/completions), completions, or responses (the Responses API, "
         "/v1/responses: chat requests sent as its input)",
