@@ -999,6 +999,10 @@ BEHAVIOURS.update(
         "responses_error_event": _responses(
             responses_stream(end="") + typed("error", 9, code="server_error", message="engine overloaded", param=None)
         ),
+        "responses_error_event_text": _responses(
+            responses_stream(end="").split(b"event: response.output_text.done")[0]
+            + b"event: error\ndata: upstream overloaded\n\n"
+        ),
         "responses_untyped_event": _responses(responses_stream().replace(b'"type": "response.in_progress", ', b"")),
         "responses_usage_not_counts": _responses(responses_stream(usage={**RESPONSES_USAGE, "output_tokens": "3"})),
     }

@@ -146,19 +146,22 @@ def _details(usage: dict[str, Any], key: str, name: str, s: Stream) -> int | Non
     return None if value is None else count(value, name, s)
 
 
-def _event_json(data: str, secret: str | None) -> dict[str, Any]:
-    """A data event's JSON object, or the Failure that says why it is not one."""
+def _event_json(ev: SSEEvent, secret: str | None) -> dict[str, Any]:
+    """A data event's JSON object, or the Failure that says why it is not one (an `event: error` whose data is no
+    JSON object is the server's error all the same)."""
+    data = ev.data
     try:
         obj = loads(data)
     except (ValueError, RecursionError):
-        raise Failure(
-            Outcome.ERROR, ErrorCategory.BAD_JSON, f"invalid JSON in a stream event: {excerpt(data, secret)}"
-        ) from None
-    if type(obj) is not dict:
-        raise Failure(
-            Outcome.ERROR, ErrorCategory.NOT_OPENAI, f"stream event is not a JSON object: {excerpt(data, secret)}"
-        )
-    return obj
+        obj = None
+        category, why = ErrorCategory.BAD_JSON, "invalid JSON in a stream event"
+    else:
+        if type(obj) is dict:
+            return obj
+        category, why = ErrorCategory.NOT_OPENAI, "stream event is not a JSON object"
+    if ev.event == "error":
+        category, why = ErrorCategory.STREAM_ERROR, "error event mid-stream"
+    raise Failure(Outcome.ERROR, category, f"{why}: {excerpt(data, secret)}")
 
 
 class Protocol:
@@ -338,7 +341,7 @@ class Responses(Protocol):
     limit_key = "max_output_tokens"
 
     def fold(self, ev: SSEEvent, s: Stream, secret: str | None) -> bool:
-        obj = _event_json(ev.data, secret)
+        obj = _event_json(ev, secret)
         kind = obj.get("type")
         if kind == "response.output_text.delta" or kind in _REASONING_DELTAS:
             delta = obj.get("delta")

@@ -152,6 +152,12 @@ CASES = [
         "error event mid-stream: engine overloaded (server_error)",
         endpoint="responses",
     ),
+    fails(
+        "responses_error_event_text",
+        "stream_error",
+        "error event mid-stream: 'upstream overloaded'",
+        endpoint="responses",
+    ),
     fails("responses_untyped_event", "not_openai", "an event without a type", endpoint="responses"),
     fails(
         "responses_usage_not_counts", "bad_usage", "usage.output_tokens is '3', not a token count", endpoint="responses"
