@@ -43,7 +43,13 @@ def test_models_health_and_unary_completions(sim):
         {"model": "slabench-sim", "max_tokens": 50, "messages": [{"role": "user", "content": "one two three"}]},
     )
     data = json.loads(body)
-    assert status == 200 and data["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+    usage = {
+        "prompt_tokens": 3,
+        "completion_tokens": 5,
+        "total_tokens": 8,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
+    assert status == 200 and data["usage"] == usage
     assert data["choices"][0]["finish_reason"] == "stop"
     status, body = post(sim, "/v1/completions", {"model": "slabench-sim", "prompt": "a b", "max_tokens": 2})
     data = json.loads(body)
