@@ -39,20 +39,25 @@ def event(
     finish: str | None = None,
     usage: int | None = None,
     choices: bool = True,
+    reasoning_key: str = "reasoning_content",
+    reasoning_tokens: int | None = None,
 ) -> dict:
-    """One chat.completion.chunk; `usage` = completion tokens so far (prompt 5)."""
+    """One chat.completion.chunk; `usage` = completion tokens so far (prompt 5), of which `reasoning_tokens` (in
+    usage.completion_tokens_details) were reasoning."""
     delta: dict = {}
     if role is not None:
         delta["role"] = role
     if content is not None:
         delta["content"] = content
     if reasoning is not None:
-        delta["reasoning_content"] = reasoning
+        delta[reasoning_key] = reasoning
     obj: dict = {"id": "chatcmpl-h", "object": "chat.completion.chunk", "model": MODEL, "choices": []}
     if choices:
         obj["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
     if usage is not None:
         obj["usage"] = {"prompt_tokens": 5, "completion_tokens": usage, "total_tokens": 5 + usage}
+        if reasoning_tokens is not None:
+            obj["usage"]["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return obj
 
 
@@ -273,13 +278,29 @@ def _prelude(c: Conn, r: Request) -> bool:
 
 @behaviour("reasoning_first")
 def _reasoning(c: Conn, r: Request) -> bool:
-    """A reasoning delta (the first token), then two content deltas; usage counts all three."""
+    """A reasoning delta (the first token), then, 50 ms later, two content deltas; usage counts all three."""
     c.head()
     c.chunk(sse(event(role="assistant")))
     c.chunk(sse(event(reasoning="thinking", usage=1)))
+    time.sleep(0.05)  # the answer after the thinking: two clocks apart
     c.chunk(sse(event("Hello", usage=2)))
     c.chunk(sse(event(" there", finish="stop", usage=3)))
     c.chunk(sse(event(choices=False, usage=3)) + sse("[DONE]"))
+    c.end()
+    return True
+
+
+@behaviour("reasoning_named_reasoning")
+def _reasoning_named(c: Conn, r: Request) -> bool:
+    """Two deltas under `reasoning` (vLLM's newer name, OpenRouter, Ollama), then, 50 ms later, one content delta;
+    the usage says 2 of the 3 completion tokens were reasoning."""
+    c.head()
+    c.chunk(sse(event(role="assistant")))
+    c.chunk(sse(event(reasoning="let me", reasoning_key="reasoning", usage=1)))
+    c.chunk(sse(event(reasoning=" think", reasoning_key="reasoning", usage=2)))
+    time.sleep(0.05)
+    c.chunk(sse(event("Hello", finish="stop", usage=3)))
+    c.chunk(sse(event(choices=False, usage=3, reasoning_tokens=2)) + sse("[DONE]"))
     c.end()
     return True
 
@@ -887,6 +908,107 @@ BEHAVIOURS["head_never_ends"].__doc__ = "A status line, then a header line after
 
 
 # -- the server ----------------------------------------------------------------------------------------------------
+# -- the Responses API (/v1/responses): typed events, `response.completed` as the end ------------------------------
+def typed(kind: str, seq: int, **fields: object) -> bytes:
+    """One Responses API event: `event: <type>` and its JSON data with the same `type` and a `sequence_number`."""
+    data = json.dumps({"type": kind, "sequence_number": seq, **fields})
+    return f"event: {kind}\ndata: {data}\n\n".encode()
+
+
+def response_obj(status: str, usage: dict | None, request_id: str = "h") -> dict:
+    return {"id": f"resp_{request_id}", "object": "response", "status": status, "model": MODEL, "usage": usage}
+
+
+RESPONSES_USAGE = {
+    "input_tokens": 5,
+    "input_tokens_details": {"cached_tokens": 2},
+    "output_tokens": 3,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 8,
+}
+
+
+def responses_stream(
+    deltas: tuple[tuple[str, str], ...] = (("text", "Hello"), ("text", " there"), ("text", " friend")),
+    end: str = "response.completed",
+    usage: dict | None = RESPONSES_USAGE,
+) -> bytes:
+    """A Responses stream of `deltas` ((kind, text): kind "text" or "reasoning"), ended by the `end` event ("" for
+    none) whose response carries `usage`."""
+    where = {"item_id": "msg_h", "output_index": 0, "content_index": 0}
+    out = [typed("response.created", 0, response=response_obj("in_progress", None))]
+    out.append(typed("response.in_progress", 1, response=response_obj("in_progress", None)))
+    for kind, text in deltas:
+        name = "response.output_text.delta" if kind == "text" else "response.reasoning_text.delta"
+        out.append(typed(name, len(out), **where, delta=text))
+    text = "".join(t for k, t in deltas if k == "text")
+    out.append(typed("response.output_text.done", len(out), **where, text=text))
+    if end:
+        out.append(typed(end, len(out), response=response_obj(end.split(".")[1], usage)))
+    return b"".join(out)
+
+
+def _responses(body: bytes, piece: int = 0, cut: bool = False, pause: bool = False) -> Behaviour:
+    """Play a Responses stream; with `pause`, 50 ms before the first answer delta."""
+
+    def play(c: Conn, r: Request) -> bool:
+        if piece:
+            c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c.head()
+        first, answer = body, b""
+        if pause:
+            at = body.index(b"event: response.output_text.delta")
+            first, answer = body[:at], body[at:]
+        stream(c, first, piece)
+        if answer:
+            time.sleep(0.05)
+            stream(c, answer, piece)
+        if cut:
+            c.cut()
+            return False
+        c.end()
+        return True
+
+    return play
+
+
+_FAILED = {"error": {"code": "server_error", "message": "engine overloaded"}}
+BEHAVIOURS.update(
+    {
+        "responses_ok": _responses(responses_stream()),
+        "responses_split_reads": _responses(responses_stream(), piece=7),  # every delta spread over several reads
+        "responses_bom_first": _responses(b"\xef\xbb\xbf" + responses_stream()),
+        "responses_reasoning_first": _responses(
+            responses_stream(
+                (("reasoning", "thinking"), ("text", "Hello"), ("text", " there")),
+                usage={**RESPONSES_USAGE, "output_tokens_details": {"reasoning_tokens": 1}},
+            ),
+            pause=True,
+        ),
+        "responses_incomplete": _responses(responses_stream(end="response.incomplete")),
+        "responses_no_completed": _responses(responses_stream(end="")),
+        "responses_cut": _responses(responses_stream(end="").split(b"event: response.output_text.done")[0], cut=True),
+        "responses_no_usage": _responses(responses_stream(usage=None)),
+        "responses_failed": _responses(
+            responses_stream(end="").replace(
+                b"event: response.output_text.done",
+                typed("response.failed", 9, response={**response_obj("failed", None), **_FAILED})
+                + b"event: response.output_text.done",
+            )
+        ),
+        "responses_error_event": _responses(
+            responses_stream(end="") + typed("error", 9, code="server_error", message="engine overloaded", param=None)
+        ),
+        "responses_error_event_text": _responses(
+            responses_stream(end="").split(b"event: response.output_text.done")[0]
+            + b"event: error\ndata: upstream overloaded\n\n"
+        ),
+        "responses_untyped_event": _responses(responses_stream().replace(b'"type": "response.in_progress", ', b"")),
+        "responses_usage_not_counts": _responses(responses_stream(usage={**RESPONSES_USAGE, "output_tokens": "3"})),
+    }
+)
+
+
 class Server:
     def __init__(self, log_path: str, mix: list[str], tls: ssl.SSLContext | None = None) -> None:
         self.log_path = log_path

@@ -40,12 +40,14 @@ COLUMNS = [
     "scheduled",
     "sent",
     "first_token",
+    "first_answer_token",
     "last_token",
     "end",
     "chunk_times",
     "chunk_tokens",
     "prompt_tokens",
     "completion_tokens",
+    "cached_tokens",
     "outcome",
     "error_category",
     "quality_task",
@@ -275,6 +277,9 @@ class RunArrays:
     users_held: int | None = None  # the most users active over at least half the window (None: records name none)
     sends: int = 0  # counted requests that went out
     send_span_s: float = 0.0  # from the first of them to the last
+    ttft_answer: Floats | None = None  # per OK request, to the first answer token (NaN: records before minor 5)
+    cached_tokens: float = 0.0  # Σ prefix-cached prompt tokens of OK requests whose server said (usage)
+    cached_of_prompt: float = 0.0  # Σ prompt tokens of those same requests
 
     @property
     def duration_s(self) -> float | None:
@@ -308,15 +313,19 @@ def wall_offsets(worker: NDArray[np.object_], wall: Floats, sent: Floats) -> Flo
 
 def request_times(table: pa.Table) -> dict[str, Floats]:
     """Per row, in seconds, NaN where a row has no value: `ttft` (what the user waited: from `scheduled` in open
-    loop, else from `sent`), `ttft_sent`, `e2e`, `tpot`, `lateness` — the column-wise form of
+    loop, else from `sent`), `ttft_answer` (to the first answer token, after any reasoning; from the same start),
+    `ttft_sent`, `e2e`, `tpot`, `lateness` — the column-wise form of
     `slabench.core.metrics`."""
     sent, end, scheduled = _f64(table.column("sent")), _f64(table.column("end")), _f64(table.column("scheduled"))
     first, last = _f64(table.column("first_token")), _f64(table.column("last_token"))
+    answer = _f64(table.column("first_answer_token"))
     completion = _f64(table.column("completion_tokens"))
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(completion >= 2, (last - first) / (completion - 1), np.nan)
+    start = np.where(np.isnan(scheduled), sent, scheduled)
     return {
-        "ttft": first - np.where(np.isnan(scheduled), sent, scheduled),
+        "ttft": first - start,
+        "ttft_answer": answer - start,
         "ttft_sent": first - sent,
         "e2e": end - sent,
         "tpot": tpot,
@@ -408,6 +417,8 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0, stalls: Sequence[Stall] =
     completion, prompt = _f64(t.column("completion_tokens")), _f64(t.column("prompt_tokens"))
     tok_ok = table.select(["chunk_times", "chunk_tokens"]).filter(pa.array(keep & (outcome_all == "ok") & ~stalled_all))
     itl_tokens, itl_mean = itl_arrays(tok_ok.column("chunk_times"), tok_ok.column("chunk_tokens"))
+    cached = _f64(t.column("cached_tokens"))
+    said = ok & ~np.isnan(cached) & ~np.isnan(prompt)  # requests whose usage gave the cached prompt tokens
     has_end = ~np.isnan(t_end)
     went = t_send[~np.isnan(t_send)]
     open_loop = bool((~np.isnan(scheduled[ok])).any())
@@ -433,6 +444,9 @@ def run_arrays(table: pa.Table, warmup_s: float = 0.0, stalls: Sequence[Stall] =
         window_end=float(np.max(t_end[has_end])) if has_end.any() else None,
         ttft=times["ttft"][measured],
         ttft_sent=times["ttft_sent"][measured] if open_loop else None,
+        ttft_answer=times["ttft_answer"][measured],
+        cached_tokens=float(cached[said].sum()),
+        cached_of_prompt=float(prompt[said].sum()),
         e2e=times["e2e"][measured],
         tpot=times["tpot"][measured],
         itl_mean=itl_mean,

@@ -2,11 +2,16 @@
 
 Keys (seconds, rates per second, ratios 0..1): ``ttft_*``, ``itl_*``, ``tpot_*``, ``e2e_*`` with ``*`` in p50, p90,
 p95, p99, mean; ``error_rate``, ``incomplete_rate``, ``throughput_rps``, ``output_tokens_per_s``,
-``total_tokens_per_s``; ``goodput_rps`` and ``goodput_ratio`` when per-request SLOs are given; and per quality task
-``quality.<task>.item_accuracy``, ``.autofail_recall``, ``.pass_agreement``, ``.parse_rate``.
+``total_tokens_per_s``; ``cache_hit_ratio`` (prefix-cached prompt tokens / prompt tokens, over OK requests whose
+server's usage says: ``prompt_tokens_details.cached_tokens``); ``goodput_rps`` and ``goodput_ratio`` when per-request
+SLOs are given; and per quality task ``quality.<task>.item_accuracy``, ``.autofail_recall``, ``.pass_agreement``,
+``.parse_rate``.
 
 `samples` is the number of requests behind a value (for ITL: OK requests with at least one inter-token gap).
 Proportions also carry their counts (successes, trials), from which their interval is made.
+
+``ttft_answer_*`` is the time to the first answer token (visible content or a tool call, after any reasoning: a
+reasoning model's second clock; equal to TTFT for a model that does not reason), over OK requests that have one.
 
 Open loop (records with `scheduled`): ``ttft_*`` is the user-visible TTFT, from when the request was scheduled
 (free of coordinated omission, as MLPerf LoadGen measures); ``ttft_sent_*`` beside it counts from when it went out.
@@ -171,6 +176,10 @@ def metric_values(parts: Sequence[RunArrays], slo: Slo | None = None) -> dict[st
     ok = sum(p.ok for p in parts)
     measured = sum(p.ttft.size for p in parts)  # OK requests not stalled: what the latencies are made of
     _latency(_cat(parts, "ttft"), "ttft", measured, out)
+    answers = [p.ttft_answer for p in parts if p.ttft_answer is not None]
+    answer = np.concatenate(answers) if answers else np.empty(0)
+    if (~np.isnan(answer)).any():  # records that carry it (minor ≥ 5) and an answer
+        _latency(answer, "ttft_answer", int((~np.isnan(answer)).sum()), out)
     sent = [p.ttft_sent for p in parts if p.ttft_sent is not None]
     if len(sent) == len(parts):  # every part is open loop
         _latency(np.concatenate(sent), "ttft_sent", measured, out)
@@ -188,6 +197,9 @@ def metric_values(parts: Sequence[RunArrays], slo: Slo | None = None) -> dict[st
     if ok and not any(p.ok_without_tokens for p in parts):  # a partial sum would undercount: no figure at all
         out["output_tokens_per_s"] = Figure(_ratio(sum(p.output_tokens for p in parts), duration), ok)
         out["total_tokens_per_s"] = Figure(_ratio(sum(p.total_tokens for p in parts), duration), ok)
+    of_prompt = sum(p.cached_of_prompt for p in parts)
+    if of_prompt > 0:  # the server said how much of the prompts its prefix cache held
+        out["cache_hit_ratio"] = Figure(sum(p.cached_tokens for p in parts) / of_prompt, ok)
     if slo is not None:
         good = meets_slo(parts, slo)
         out["goodput_rps"] = Figure(_ratio(good, duration), ok)

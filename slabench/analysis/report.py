@@ -27,6 +27,7 @@ LOW = "†"
 # (metric key, column title, unit): unit "ms" shows seconds as milliseconds, "%" shows a ratio as a percentage.
 HEADLINE = [
     ("ttft_p95", "TTFT p95", "ms"),
+    ("ttft_answer_p95", "TTFAT p95", "ms"),  # to the first answer token: after a reasoning model's reasoning
     ("itl_p95", "ITL p95", "ms"),
     ("tpot_p50", "TPOT p50", "ms"),
     ("e2e_p95", "E2E p95", "ms"),

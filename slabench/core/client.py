@@ -1,4 +1,6 @@
-"""The one streaming client for OpenAI-compatible `/v1/chat/completions` and `/v1/completions`.
+"""The one streaming client for OpenAI-compatible servers: `/v1/chat/completions`, `/v1/completions` and the
+Responses API's `/v1/responses`. This module is the transport (connection, SSE loop, deadlines, the record); what
+differs between the APIs is a `Protocol` handler in `slabench.core.protocols`.
 
 Built on geventhttpclient (what Locust's FastHttpUser uses): its connection pool, TLS and response parser. The body
 is read with one `recv` at a time and fed straight to the SSE parser, so every event is stamped with
@@ -9,8 +11,9 @@ Every request the server receives becomes exactly one classified `RequestRecord`
 (a stopping user) leaves `send`, and even then the record is handed to `on_cancel` first. In particular:
 - a request is never sent twice: the pool only reuses an idle connection that is not at EOF, and once the bytes
   are written, a connection closed without an answer is the record's `closed` error, not a silent resend;
-- `data: [DONE]` (or any data starting with it, as the OpenAI SDK reads it) ends the request (its record ends
-  there); the connection is reused only when the body then ends cleanly within a short grace;
+- the protocol's end (chat, completions: `data: [DONE]`, or any data starting with it, as the OpenAI SDK reads it;
+  Responses: `response.completed`) ends the request (its record ends there); the connection is reused only when
+  the body then ends cleanly within a short grace;
 - an answer is this request's own: one that names another request of this client (an echoed `X-Request-Id`, or a
   vLLM-style chunk id `chatcmpl-<request id>`) is a `stale_response` error and its connection is closed;
 - 307/308 to the same server are followed with the same method, body and X-Request-Id (bounded); other redirects
@@ -24,7 +27,6 @@ import email.utils
 import errno
 import json
 import math
-import re
 import socket
 import ssl
 import time
@@ -38,16 +40,24 @@ from urllib.parse import urljoin, urlsplit
 import gevent
 import gevent.monkey
 import gevent.socket
-import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTPSocketPoolResponse
 
 from slabench.core.errors import UserError
+from slabench.core.protocols import (
+    PROTOCOLS,
+    Failure,
+    Protocol,
+    Stream,
+    error_text,
+    excerpt,
+    redact,
+    responses_body,
+)
 from slabench.core.record import ErrorCategory, Outcome, RecordMeta, RequestRecord
 from slabench.core.sse import DEFAULT_MAX_EVENT_BYTES, EventTooLong, SSEParser
 from slabench.core.tokens import estimate_tokens
 
-ENDPOINT_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 _MAX_ERROR_BODY = 4096
 MAX_REDIRECTS = 5
 DONE_GRACE_S = 0.25  # after [DONE], how long the body may take to end before the connection is dropped instead
@@ -116,75 +126,7 @@ def completions_body(model: str, prompt: str, max_tokens: int, **params: Any) ->
     return {"model": model, "prompt": prompt, "max_tokens": max_tokens, **params}
 
 
-_BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}")
-
-
-def redact(text: str, secret: str | None = None) -> str:
-    """`text` without `secret` (the API key) and without any `Bearer <token>`: for every message a record keeps."""
-    if secret and len(secret) >= 4:
-        text = text.replace(secret, "[redacted]")
-    return _BEARER.sub(r"\1 [redacted]", text)
-
-
-class _Failure(Exception):
-    def __init__(self, outcome: Outcome, category: ErrorCategory, message: str, status: int | None = None):
-        super().__init__(message)
-        self.outcome, self.category, self.status = outcome, category, status
-
-
-class _Shape(Exception):
-    """A stream event that is JSON, but not shaped like an OpenAI chunk."""
-
-
-class _Done(Exception):
-    """A data event that starts with `[DONE]` but is not exactly it (`[DONE] `): the end of the stream all the same."""
-
-
-class _Stream:
-    """Mutable timings and counts of one request while it runs; frozen into a record at the end."""
-
-    __slots__ = (
-        "bad_usage",
-        "cached",
-        "chunk_times",
-        "chunk_tokens",
-        "completion_tokens",
-        "done",
-        "end",
-        "finish_reason",
-        "first_byte",
-        "last_usage_completion",
-        "prompt_tokens",
-        "redirects",
-        "request_id",
-        "retry_after",
-        "sent",
-        "status",
-        "stream_id",
-        "text",
-        "wall_sent",
-    )
-
-    def __init__(self, request_id: str) -> None:
-        self.request_id = request_id
-        self.sent: float | None = None
-        self.first_byte: float | None = None
-        self.wall_sent: float | None = None
-        self.end: float | None = None
-        self.status: int | None = None
-        self.chunk_times: list[float] = []
-        self.chunk_tokens: list[int] | None = []
-        self.text: list[str] = []
-        self.prompt_tokens: int | None = None
-        self.completion_tokens: int | None = None
-        self.cached: int | None = None
-        self.last_usage_completion = 0
-        self.finish_reason: str | None = None
-        self.done = False
-        self.redirects = 0
-        self.retry_after: float | None = None
-        self.stream_id: str | None = None  # the first event's `id` ("" when it has none)
-        self.bad_usage: str | None = None  # why the server's usage is not believed
+__all__ = ["Reply", "StreamingClient", "Target", "chat_body", "completions_body", "redact", "responses_body"]
 
 
 class StreamingClient:
@@ -241,40 +183,41 @@ class StreamingClient:
         on_cancel: Callable[[RequestRecord], None] | None = None,
         headers: dict[str, str] | None = None,
     ) -> Reply:
-        """Stream one request. Always returns a Reply with a classified record (GreenletExit aside)."""
-        body = {**body, "stream": True}
-        body.setdefault("stream_options", {"include_usage": True})
+        """Stream one request over `endpoint`'s protocol (a name in PROTOCOLS). Always returns a Reply with a
+        classified record (GreenletExit aside)."""
+        proto = PROTOCOLS[endpoint]
+        body = proto.stream_body(body)
         request_id = meta.request_id or uuid.uuid4().hex
         payload = json.dumps(body).encode()
-        s = _Stream(request_id)
-        failure: _Failure | None = None
+        s = Stream(request_id)
+        failure: Failure | None = None
         limit = self.target.request_timeout
         try:
-            with gevent.Timeout(limit, _Failure(Outcome.ERROR, ErrorCategory.TIMEOUT, f"request exceeded {limit:g} s")):
-                self._stream(endpoint, payload, {**self.headers(request_id), **(headers or {})}, s)
-        except _Failure as f:
+            with gevent.Timeout(limit, Failure(Outcome.ERROR, ErrorCategory.TIMEOUT, f"request exceeded {limit:g} s")):
+                self._stream(proto, payload, {**self.headers(request_id), **(headers or {})}, s)
+        except Failure as f:
             failure = f
             self.close()  # the connection is in an unknown state
         except gevent.GreenletExit:
             self.close()
             rec = self._record(
-                s, meta, body, request_id, _Failure(Outcome.DROPPED, ErrorCategory.CANCELLED, "user stopped")
+                proto, s, meta, body, request_id, Failure(Outcome.DROPPED, ErrorCategory.CANCELLED, "user stopped")
             )
             if on_cancel is not None:
                 on_cancel(rec)
             raise
         except Exception as e:  # a bug of ours must still leave the request's record, not a lost request
             self.close()
-            failure = _Failure(
+            failure = Failure(
                 Outcome.ERROR, ErrorCategory.CLIENT, f"slabench failed on this response ({type(e).__name__}: {e})"
             )
-        failure = failure or _implausible_usage(s, body.get("max_tokens"))
+        failure = failure or _implausible_usage(s, proto.max_tokens(body))
         self._recent.append(request_id)
-        return Reply(self._record(s, meta, body, request_id, failure), "".join(s.text))
+        return Reply(self._record(proto, s, meta, body, request_id, failure), "".join(s.text))
 
     # -- the request -----------------------------------------------------------------------------------------
-    def _stream(self, endpoint: str, payload: bytes, headers: dict[str, str], s: _Stream) -> None:
-        path = self._prefix + ENDPOINT_PATHS[endpoint]
+    def _stream(self, proto: Protocol, payload: bytes, headers: dict[str, str], s: Stream) -> None:
+        path = self._prefix + proto.path
         resp = self._open(path, payload, headers, s)
         s.first_byte = self._clock()
         s.status = status = resp.status_code
@@ -284,7 +227,7 @@ class StreamingClient:
             raise self._http_error(status, _read_upto(resp, _MAX_ERROR_BODY)[0], path)
         ctype = _header(resp, "content-type").split(";")[0].strip().lower()
         if ctype != "text/event-stream":
-            raise _Failure(
+            raise Failure(
                 Outcome.ERROR,
                 ErrorCategory.NOT_OPENAI,
                 f"POST {path} answered {status} with {ctype or 'no content type'}, not text/event-stream "
@@ -293,16 +236,16 @@ class StreamingClient:
             )
         encoding = _header(resp, "content-encoding").strip().lower()
         if encoding not in ("", "identity"):
-            raise _Failure(
+            raise Failure(
                 Outcome.ERROR,
                 ErrorCategory.NOT_OPENAI,
                 f"POST {path} answered with Content-Encoding: {encoding} although the request asked for identity "
                 "(a proxy compressing the event stream? it would merge events and corrupt TTFT/ITL)",
                 status,
             )
-        self._read_events(resp, s)
+        self._read_events(proto, resp, s)
 
-    def _open(self, path: str, payload: bytes, headers: dict[str, str], s: _Stream) -> Any:
+    def _open(self, path: str, payload: bytes, headers: dict[str, str], s: Stream) -> Any:
         """Send the request (following 307/308 to the same server) and return the response to it."""
         s.wall_sent = time.time()
         s.sent = self._clock()
@@ -330,7 +273,7 @@ class StreamingClient:
             elif hop == MAX_REDIRECTS:
                 why = f"not followed: more than {MAX_REDIRECTS} redirects"
             if why:
-                raise _Failure(
+                raise Failure(
                     Outcome.ERROR, ErrorCategory.REDIRECT, f"HTTP {status} redirect to {location!r} {why}", status
                 )
             path = parts.path + (f"?{parts.query}" if parts.query else "")
@@ -349,7 +292,7 @@ class StreamingClient:
             sock = pool.get_socket()  # connects (under connect_timeout) when no idle connection is alive
         except (OSError, ssl.SSLError) as e:
             self.close()
-            raise _Failure(Outcome.ERROR, ErrorCategory.CONNECT, _describe(e, self.target.base_url)) from None
+            raise Failure(Outcome.ERROR, ErrorCategory.CONNECT, _describe(e, self.target.base_url)) from None
         head = http._build_request("POST", path, body=payload, headers=headers, chunked=False).encode("latin-1")
         limit = self.target.stall_timeout
         try:
@@ -361,10 +304,10 @@ class StreamingClient:
             return _reclaim_after_interim(resp, http)
         except TimeoutError:
             self.close()
-            raise _Failure(Outcome.ERROR, ErrorCategory.TIMEOUT, f"no response head within {limit:g} s") from None
+            raise Failure(Outcome.ERROR, ErrorCategory.TIMEOUT, f"no response head within {limit:g} s") from None
         except (HTTPConnectionClosed, OSError) as e:
             self.close()
-            raise _Failure(
+            raise Failure(
                 Outcome.ERROR,
                 ErrorCategory.CLOSED,
                 f"the server closed the connection without answering ({_describe(e)}); the request was sent, "
@@ -372,7 +315,7 @@ class StreamingClient:
             ) from None
         except HTTPParseError as e:  # the answer's head is not HTTP, or ended half-way
             self.close()
-            raise _Failure(
+            raise Failure(
                 Outcome.ERROR,
                 ErrorCategory.NOT_OPENAI,
                 f"the server's answer is not a valid HTTP response ({_describe(e)})",
@@ -386,7 +329,7 @@ class StreamingClient:
             return
         for earlier in self._recent:
             if earlier in named:
-                raise _Failure(
+                raise Failure(
                     Outcome.ERROR,
                     ErrorCategory.STALE_RESPONSE,
                     f"the answer {how} {self._excerpt(named)}, which names an earlier request of this client, not "
@@ -395,57 +338,53 @@ class StreamingClient:
                 )
 
     # -- the body --------------------------------------------------------------------------------------------
-    def _read_events(self, resp: Any, s: _Stream) -> None:
+    def _read_events(self, proto: Protocol, resp: Any, s: Stream) -> None:
         parser = SSEParser(self.target.max_event_bytes)
         clock = self._clock
-        on_event = self._on_event
+        fold = proto.fold
+        secret = self.target.api_key
+        end = proto.end
         watch = _StallWatch(self.target.stall_timeout)
         try:
             while data := _read_some(resp, watch):
                 for ev in parser.feed(data, clock()):
-                    if ev.data == "[DONE]":
-                        return self._finish(resp, s, parser, ev.time)
-                    if ev.event == "error":
-                        message = f"error event mid-stream: {self._excerpt(ev.data)}"
-                        raise _Failure(Outcome.ERROR, ErrorCategory.STREAM_ERROR, message)
-                    try:  # (free unless raised)
-                        on_event(ev.data, ev.time, s)
-                    except _Done:
-                        return self._finish(resp, s, parser, ev.time)
+                    if fold(ev, s, secret):
+                        return self._finish(proto, resp, s, parser, ev.time)
         except EventTooLong as e:
-            raise _Failure(
+            raise Failure(
                 Outcome.ERROR,
                 ErrorCategory.NOT_OPENAI,
                 f"{e} in the event stream (--max-event-bytes {self.target.max_event_bytes}); not an OpenAI stream",
                 s.status,
             ) from None
         except TimeoutError:
-            raise _Failure(
+            raise Failure(
                 Outcome.INCOMPLETE, ErrorCategory.STALL, f"no bytes for {self.target.stall_timeout:g} s mid-stream"
             ) from None
         except HTTPConnectionClosed as e:
-            raise _Failure(
-                Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, f"connection closed before [DONE] ({_describe(e)})"
+            raise Failure(
+                Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, f"connection closed before {end} ({_describe(e)})"
             ) from None
         except HTTPParseError as e:  # the parser's "Incomplete response" for a cut body, or broken chunked framing
-            raise _Failure(Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, _body_broken(e)) from None
+            raise Failure(Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, _body_broken(e, end)) from None
         except OSError as e:  # reset
-            raise _Failure(
-                Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, f"connection cut before [DONE] ({_describe(e)})"
+            raise Failure(
+                Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, f"connection cut before {end} ({_describe(e)})"
             ) from None
         finally:
             watch.stop()
         s.end = clock()
         if s.finish_reason and s.completion_tokens is not None:
-            raise _Failure(
+            raise Failure(
                 Outcome.INCOMPLETE,
                 ErrorCategory.NO_DONE,
-                f"the response ended cleanly after finish_reason {s.finish_reason!r} and usage, without [DONE]",
+                f"the response ended cleanly after finish_reason {s.finish_reason!r} and usage, without {end}",
             )
-        raise _Failure(Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, "the response ended before [DONE]")
+        raise Failure(Outcome.INCOMPLETE, ErrorCategory.STREAM_CUT, f"the response ended before {end}")
 
-    def _finish(self, resp: Any, s: _Stream, parser: SSEParser, end: float) -> None:
-        """After [DONE]: keep the connection only if the body ends cleanly within a short grace."""
+    def _finish(self, proto: Protocol, resp: Any, s: Stream, parser: SSEParser, end: float) -> None:
+        """After the stream's end ([DONE], response.completed): keep the connection only if the body ends cleanly
+        within a short grace."""
         s.done = True
         s.end = end
         self._check_own(s.stream_id or "", s.request_id, "has the chunk id")
@@ -458,62 +397,30 @@ class StreamingClient:
                 self.close()
         if parser.skipped:
             usage = "no usage" if s.completion_tokens is None else f"usage says {s.completion_tokens} completion tokens"
-            raise _Failure(
+            raise Failure(
                 Outcome.INCOMPLETE,
                 ErrorCategory.LOST_EVENTS,
                 f"{parser.skipped} line(s) of the stream have no SSE field name and were skipped (the first: "
                 f"{self._excerpt(parser.first_skipped.decode('utf-8', 'replace'), 60)}): events may be lost; "
                 f"{usage}, {len(s.chunk_times)} output chunks arrived",
             )
-        if s.completion_tokens is None:
-            raise _Failure(
+        if s.completion_tokens is None and s.bad_usage is None:  # a count that is no count: bad_usage, below
+            raise Failure(
                 Outcome.INCOMPLETE,
                 ErrorCategory.NO_USAGE,
                 "stream finished without a usage chunk; token counts are estimates",
             )
 
-    def _on_event(self, data: str, now: float, s: _Stream) -> None:
-        try:
-            obj = _loads(data)
-        except (ValueError, RecursionError):
-            if data.startswith("[DONE]"):  # `[DONE] `: the end, as the OpenAI SDK reads it
-                raise _Done from None
-            raise _Failure(
-                Outcome.ERROR, ErrorCategory.BAD_JSON, f"invalid JSON in a stream event: {self._excerpt(data)}"
-            ) from None
-        if type(obj) is not dict:
-            raise _Failure(
-                Outcome.ERROR, ErrorCategory.NOT_OPENAI, f"stream event is not a JSON object: {self._excerpt(data)}"
-            )
-        if s.stream_id is None:  # the first event: its id may name the request it answers
-            sid = obj.get("id")
-            s.stream_id = sid if type(sid) is str else ""
-        if obj.get("error"):
-            raise _Failure(
-                Outcome.ERROR,
-                ErrorCategory.STREAM_ERROR,
-                f"error event mid-stream: {redact(_error_text(obj), self.target.api_key)}",
-            )
-        try:
-            _apply_chunk(obj, now, s)
-        except _Shape as e:
-            raise _Failure(
-                Outcome.ERROR,
-                ErrorCategory.NOT_OPENAI,
-                f"stream event is not an OpenAI chunk ({e}): {self._excerpt(data)}",
-            ) from None
-
     # -- records ---------------------------------------------------------------------------------------------
     def _excerpt(self, text: str, n: int = 120) -> str:
-        """The start of `text` for a message: redacted before it is cut, so no part of a key survives."""
-        return repr(redact(text, self.target.api_key)[:n])
+        return excerpt(text, self.target.api_key, n)
 
-    def _http_error(self, status: int, raw: bytes, path: str) -> _Failure:
+    def _http_error(self, status: int, raw: bytes, path: str) -> Failure:
         text = raw.decode("utf-8", "replace").strip()
         obj: Any = None
         try:
             obj = json.loads(text)
-            text = _error_text(obj)
+            text = error_text(obj)
         except (ValueError, RecursionError):
             text = " ".join(text.split())
         text = redact(text, self.target.api_key)[:200]
@@ -527,10 +434,16 @@ class StreamingClient:
         elif status in (429, 503):
             hint = " (the server asks to slow down)"
         category = ErrorCategory.HTTP_4XX if status < 500 else ErrorCategory.HTTP_5XX
-        return _Failure(Outcome.ERROR, category, f"HTTP {status}: {text}{hint}", status)
+        return Failure(Outcome.ERROR, category, f"HTTP {status}: {text}{hint}", status)
 
     def _record(
-        self, s: _Stream, meta: RecordMeta, body: dict[str, Any], request_id: str, failure: _Failure | None
+        self,
+        proto: Protocol,
+        s: Stream,
+        meta: RecordMeta,
+        body: dict[str, Any],
+        request_id: str,
+        failure: Failure | None,
     ) -> RequestRecord:
         end = s.end if s.end is not None else self._clock() if s.sent is not None else None
         prompt, completion, source = s.prompt_tokens, s.completion_tokens, None
@@ -539,16 +452,20 @@ class StreamingClient:
         elif s.chunk_times:
             source = "estimate"
             completion = len(s.chunk_times) if s.bad_usage else estimate_tokens("".join(s.text))
-            prompt = _estimate_prompt(body)
+            prompt = proto.prompt_estimate(body)
         chunk_tokens = tuple(s.chunk_tokens) if s.chunk_tokens and len(s.chunk_tokens) == len(s.chunk_times) else None
+        reasoning, reasoning_source = s.reasoning_tokens, "server" if s.reasoning_tokens is not None else None
+        if reasoning is None and s.reasoning_chunks:  # the server does not say: each reasoning chunk is ≥ 1 token
+            reasoning, reasoning_source = s.reasoning_chunks, "chunks"
         return RequestRecord(
             **meta.record_fields(request_id),
-            endpoint="chat" if "messages" in body else "completions",
+            endpoint=proto.name,
             model=str(body.get("model", "")),
             wall_sent=s.wall_sent,
             sent=s.sent,
             first_byte=s.first_byte,
             first_token=s.chunk_times[0] if s.chunk_times else None,
+            first_answer_token=s.answer_first,
             last_token=s.chunk_times[-1] if s.chunk_times else None,
             end=end,
             chunk_times=tuple(s.chunk_times),
@@ -556,8 +473,10 @@ class StreamingClient:
             prompt_tokens=prompt,
             completion_tokens=completion,
             cached_tokens=s.cached,
+            reasoning_tokens=reasoning,
+            reasoning_source=reasoning_source,
             token_source=source,
-            max_tokens=body.get("max_tokens"),
+            max_tokens=proto.max_tokens(body),
             finish_reason=_storable(s.finish_reason),
             outcome=failure.outcome if failure else Outcome.OK,
             error_category=failure.category if failure else None,
@@ -590,91 +509,7 @@ def _storable(text: str | None) -> str | None:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
-def _loads(data: str) -> Any:
-    """JSON of a stream event: orjson (a third of the stdlib's time, and this runs for every event), with the stdlib
-    deciding what orjson refuses but Python's json reads (NaN, Infinity, lone surrogates), so what is accepted does
-    not depend on the parser. One difference stays: orjson reads an integer past 64 bits as a float, so such a
-    token count is refused (`_count`) where it would have been believed."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
-
-
-def _apply_chunk(obj: dict[str, Any], now: float, s: _Stream) -> None:
-    """Fold one chunk into the stream's state; raises _Shape for anything not shaped like an OpenAI chunk (checked
-    with `type() is`, the cheapest test, since this runs for every chunk)."""
-    choices = obj.get("choices")
-    content_here = False
-    if choices is not None:
-        if type(choices) is not list:
-            raise _Shape("choices is not a list")
-        for choice in choices:
-            if type(choice) is not dict:
-                raise _Shape("a choice is not an object")
-            delta = choice.get("delta")
-            if delta is not None:  # chat
-                if type(delta) is not dict:
-                    raise _Shape("delta is not an object")
-                piece = delta.get("content")
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                tools = delta.get("tool_calls")
-                if tools:  # a tool call's name or arguments: output, timed and counted like content
-                    if type(tools) is not list:
-                        raise _Shape("tool_calls is not a list")
-                    content_here = True
-            else:  # completions
-                piece, reasoning = choice.get("text"), None
-            if piece is not None:
-                if type(piece) is not str:
-                    raise _Shape("content is not a string")
-                if piece:
-                    content_here = True
-                    s.text.append(piece)
-            if reasoning:
-                if type(reasoning) is not str:
-                    raise _Shape("reasoning_content is not a string")
-                content_here = True
-            finish = choice.get("finish_reason")
-            if finish:
-                if type(finish) is not str:
-                    raise _Shape("finish_reason is not a string")
-                s.finish_reason = finish
-    if content_here:
-        s.chunk_times.append(now)
-    usage = obj.get("usage")
-    if usage is None:
-        if content_here:
-            s.chunk_tokens = None  # this server does not say how many tokens each chunk carries
-        return
-    if type(usage) is not dict:
-        raise _Shape("usage is not an object")
-    prompt = usage.get("prompt_tokens")
-    if prompt is not None:
-        s.prompt_tokens = _count(prompt, "prompt_tokens", s)
-    details = usage.get("prompt_tokens_details")
-    if details is not None:
-        if type(details) is not dict:
-            raise _Shape("prompt_tokens_details is not an object")
-        cached = details.get("cached_tokens")
-        if cached is not None:
-            s.cached = _count(cached, "cached_tokens", s)
-    completion = usage.get("completion_tokens")
-    if completion is not None and (completion := _count(completion, "completion_tokens", s)) is not None:
-        if content_here and s.chunk_tokens is not None:
-            # a running count that goes down says nothing per chunk (and a negative count is no record's)
-            step = completion - s.last_usage_completion
-            if step >= 0:
-                s.chunk_tokens.append(step)
-            else:
-                s.chunk_tokens = None
-        s.last_usage_completion = completion
-        s.completion_tokens = completion
-    elif content_here:
-        s.chunk_tokens = None
-
-
-def _implausible_usage(s: _Stream, max_tokens: Any) -> _Failure | None:
+def _implausible_usage(s: Stream, max_tokens: Any) -> Failure | None:
     """Usage the answer cannot have: a count that is no count (a string, negative), more completion tokens than
     max_tokens allows (a proxy summing a batch, a server that lies) or fewer than the output chunks that arrived (0
     after 8 chunks). Believed, it would skew tokens/s and $ per token; not believed, the record is `bad_usage`, its
@@ -690,22 +525,12 @@ def _implausible_usage(s: _Stream, max_tokens: Any) -> _Failure | None:
     if why is None:
         return None
     s.bad_usage = why
-    s.prompt_tokens = s.completion_tokens = s.chunk_tokens = s.cached = None
-    return _Failure(
+    s.prompt_tokens = s.completion_tokens = s.chunk_tokens = s.cached = s.reasoning_tokens = None
+    return Failure(
         Outcome.INCOMPLETE,
         ErrorCategory.BAD_USAGE,
         f"{why}: not believed; token counts are estimates (completion: the {chunks} output chunks counted)",
     )
-
-
-def _count(value: Any, name: str, s: _Stream) -> int | None:
-    """A usage count, or None (and the stream's `bad_usage` says why) for one that is not a token count."""
-    if type(value) is int and 0 <= value < 1 << 63:  # a count a records file (int64) can hold
-        return value
-    if s.bad_usage is None:
-        shown = repr(value) if type(value) is not str else repr(value[:20])
-        s.bad_usage = f"usage.{name} is {shown[:40]}, not a token count"
-    return None
 
 
 def _reclaim_after_interim(resp: Any, http: HTTPClient) -> Any:
@@ -829,12 +654,12 @@ def _retry_after(value: str) -> float | None:
     return max(0.0, seconds)
 
 
-def _body_broken(e: HTTPParseError) -> str:
+def _body_broken(e: HTTPParseError, end: str) -> str:
     """What an HTTP parse error mid-body says happened: a body cut short, or framing that is not HTTP."""
     what = _describe(e)
     if "incomplete" in what.lower():
-        return f"connection cut before [DONE] (the HTTP body ended early: {what})"
-    return f"the response's HTTP framing broke before [DONE] ({what}): not a valid HTTP/1.1 body"
+        return f"connection cut before {end} (the HTTP body ended early: {what})"
+    return f"the response's HTTP framing broke before {end} ({what}): not a valid HTTP/1.1 body"
 
 
 def _unknown_model(obj: Any, text: str) -> bool:
@@ -843,27 +668,6 @@ def _unknown_model(obj: Any, text: str) -> bool:
     if isinstance(err, dict) and err.get("code") == "model_not_found":
         return True
     return "model" in text.lower()
-
-
-def _estimate_prompt(body: dict[str, Any]) -> int:
-    if "messages" in body:
-        return sum(estimate_tokens(str(m.get("content", ""))) for m in body["messages"])
-    return estimate_tokens(str(body.get("prompt", "")))
-
-
-def _error_text(obj: Any) -> str:
-    """The human part of an OpenAI/vLLM/FastAPI error body."""
-    if isinstance(obj, dict):
-        err = obj.get("error", obj)
-        if isinstance(err, dict):
-            for key in ("message", "detail", "msg"):
-                if err.get(key):
-                    return str(err[key])
-        elif err:
-            return str(err)
-        if obj.get("detail"):
-            return str(obj["detail"])
-    return json.dumps(obj)[:200]
 
 
 def _describe(e: BaseException, url: str | None = None) -> str:

@@ -17,6 +17,12 @@ def ttft(r: RequestRecord) -> float | None:
     return _diff(r.first_token, r.sent)
 
 
+def ttft_answer(r: RequestRecord) -> float | None:
+    """Time to the first answer token (visible content or a tool call, after any reasoning) from when the request
+    was sent; equal to `ttft` when the model does not reason first."""
+    return _diff(r.first_answer_token, r.sent)
+
+
 def ttft_scheduled(r: RequestRecord) -> float | None:
     """Open loop: time to first token from when the shape scheduled the request (free of coordinated omission)."""
     return _diff(r.first_token, r.scheduled)

@@ -107,7 +107,8 @@ class RequestRecord:
     scheduled: float | None = None  # open loop: when the shape wanted it sent
     sent: float | None = None
     first_byte: float | None = None  # response headers arrived
-    first_token: float | None = None  # first non-empty content or reasoning_content delta
+    first_token: float | None = None  # first output chunk: answer, reasoning or tool call
+    first_answer_token: float | None = None  # first visible answer (content or tool call), after any reasoning
     last_token: float | None = None
     end: float | None = None
     chunk_times: tuple[float, ...] = ()  # arrival of every content chunk (the first equals first_token)
@@ -116,6 +117,8 @@ class RequestRecord:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
+    reasoning_tokens: int | None = None  # of completion_tokens, the reasoning's (see reasoning_source)
+    reasoning_source: str | None = None  # "server" (usage) | "chunks" (reasoning chunks counted: a lower bound)
     token_source: str | None = None  # "server" (usage) | "estimate"
     max_tokens: int | None = None
     finish_reason: str | None = None

@@ -87,8 +87,8 @@ def _is_int(v: Any) -> bool:
 # Every versioned file slabench reads back. Bump `minor` when a writer adds fields, `major` (and every reader) when a
 # field is removed, renamed or changes meaning.
 RECORD = FileSchema(
-    "slabench.request_record", 1, 4, "request record", kindless_before_minor=1
-)  # 2: stage_unit; 3: error_category bad_usage; 4: lost_events, stale_response
+    "slabench.request_record", 1, 5, "request record", kindless_before_minor=1
+)  # 2: stage_unit; 3: error_category bad_usage; 4: lost_events, stale_response; 5: first_answer_token, reasoning_*
 RUN_STATUS = FileSchema(
     "slabench.run_status", 1, 5, "run status (run_status.json)", kindless_before_minor=1
 )  # 2: saturation; 3: finished (false while the run goes on); 4: saturation.loop_*, cpu_wait_*; 5: saturated, stalls

@@ -44,10 +44,12 @@ from slabench.core.client import (
     completions_body,
     parse_base_url,
     redact,
+    responses_body,
     tls_options,
 )
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.files import check_output
+from slabench.core.protocols import PROTOCOLS
 from slabench.core.record import Outcome, RecordMeta, RequestRecord
 from slabench.core.run_id import check_run_id
 from slabench.core.runcap import ENV as RUNCAP_ENV
@@ -124,7 +126,13 @@ def add_options(parser: Any) -> None:
     for action in (records, run_id, append):  # in the web UI's start form too (a group's options are not, by default)
         action.include_in_web_ui = True
     g.add_argument("--model", default="", help="model name (default: the first one the server lists at /v1/models)")
-    g.add_argument("--endpoint", choices=["chat", "completions"], default="chat", help="OpenAI API to call")
+    g.add_argument(
+        "--endpoint",
+        choices=list(PROTOCOLS),
+        default="chat",
+        help="OpenAI API to call: chat (/v1/chat/completions), completions, or responses (the Responses API, "
+        "/v1/responses: chat requests sent as its input)",
+    )
     g.add_argument("--max-tokens", type=int, default=256, help="max_tokens per request")
     g.add_argument("--ignore-eos", action="store_true", default=False, help="ask vLLM to always produce max_tokens")
     g.add_argument("--prompt-tokens", type=int, default=512, help="synthetic prompt length (chat replay user)")
@@ -778,15 +786,17 @@ class LLMUser(User):
         **params: Any,
     ) -> dict:
         o = self.hub.opts
-        params.setdefault("max_tokens", max_tokens or o.max_tokens)
+        if o.prompt_salt:
+            messages, prompt = salted(messages, prompt, o.prompt_salt)
         if o.ignore_eos:
             params["ignore_eos"] = True
+        if messages is not None and o.endpoint == "responses":  # no stream_options: usage always ends the stream
+            return responses_body(self.model, messages, max_tokens or o.max_tokens, **params)
+        params.setdefault("max_tokens", max_tokens or o.max_tokens)
         params["stream_options"] = {
             "include_usage": True,
             **({"continuous_usage_stats": True} if o.per_chunk_usage == "on" else {}),
         }
-        if o.prompt_salt:
-            messages, prompt = salted(messages, prompt, o.prompt_salt)
         if messages is not None:
             return chat_body(self.model, messages, **params)
         return completions_body(self.model, prompt or "", **params)
@@ -796,7 +806,7 @@ class LLMUser(User):
     ) -> RequestRecord:
         """Send one request and emit its record (exactly once, even if the user is stopped mid-stream).
         `grade(text) -> dict` adds quality fields to the record."""
-        endpoint = "chat" if "messages" in body else "completions"
+        endpoint = "responses" if "input" in body else "chat" if "messages" in body else "completions"
         meta_ = self.hub.meta(self.user_id, request_id=uuid.uuid4().hex, **meta)
         token = self.hub.begin(meta_)
         try:

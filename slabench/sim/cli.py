@@ -22,6 +22,13 @@ def add_sim_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
     p.add_argument(f"--{prefix}itl", type=float, default=0.01, help="seconds between tokens (fixed-latency engine)")
     p.add_argument(f"--{prefix}jitter", type=float, default=0.0, help="± fraction of random jitter on TTFT and ITL")
     p.add_argument(f"--{prefix}output-tokens", type=int, default=128, help="tokens the model says before EOS")
+    p.add_argument(
+        f"--{prefix}reasoning-tokens",
+        type=int,
+        default=0,
+        help="chat and Responses: a reasoning phase of this many tokens before the answer (a reasoning model; "
+        "counted in the completion and in usage's reasoning_tokens)",
+    )
     p.add_argument(f"--{prefix}stream-interval", type=int, default=1, help="tokens coalesced per chunk, like vLLM's")
     p.add_argument(f"--{prefix}seed", type=int, default=0)
     p.add_argument(
@@ -130,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--{name} must be ≥ 0 (got {getattr(args, name)})")
     if args.output_tokens < 1 or args.stream_interval < 1:
         raise UserError("--output-tokens and --stream-interval must be ≥ 1")
+    if args.reasoning_tokens < 0:
+        raise UserError(f"--reasoning-tokens must be ≥ 0 (got {args.reasoning_tokens})")
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port}: must be between 0 and 65535 (0 picks a free port)")
     if not 0 <= args.nice <= 19:
@@ -147,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
     config = SimConfig(
         model=args.model,
         output_tokens=args.output_tokens,
+        reasoning_tokens=args.reasoning_tokens,
         api_key=api_key,
         load_time=args.load_time,
         seed=args.seed,

@@ -75,6 +75,7 @@ class SimConfig:
     model: str = "slabench-sim"
     output_tokens: int = 128  # what the "model" wants to say before EOS (capped by max_tokens)
     output_jitter: float = 0.0  # ± fraction on output_tokens
+    reasoning_tokens: int = 0  # chat and Responses: a reasoning phase this long before the answer (beside it)
     max_model_len: int = 32768
     api_key: str | None = None  # when set, requests must carry "Authorization: Bearer <key>"
     load_time: float = 0.0  # /health answers 503 for this long after start (model loading)
@@ -300,6 +301,8 @@ class SimServer:
         target = len(answer) if answer else c.output_tokens
         if c.output_jitter and not answer:
             target = max(1, round(target * (1 + self._rng.uniform(-c.output_jitter, c.output_jitter))))
+        reasoning = c.reasoning_tokens if api != "completions" else 0
+        target += reasoning  # the reasoning comes before the answer, and max_tokens caps both
         prefix = _shared_prefix(params) if chat else ""
         sim = SimRequest(
             request_id=uuid.uuid4().hex,
@@ -324,9 +327,9 @@ class SimServer:
             usage_ok and bool(opts.get(k)) for k in ("include_usage", "continuous_usage_stats")
         )
         if api == "responses":
-            call: _Call = _ResponsesCall(sim, True, c.model, usage_ok, False, answer)
+            call: _Call = _ResponsesCall(sim, True, c.model, usage_ok, False, answer, reasoning)
         else:
-            call = _Call(sim, chat, c.model, include_usage, continuous, answer)
+            call = _Call(sim, chat, c.model, include_usage, continuous, answer, reasoning)
         start = time.perf_counter()
         direct = stream and fault is None and conn.their_http_version == b"1.1"
         out = _DirectStream(sock.fileno(), call, self.metrics, start) if direct else gevent.queue.Queue()
@@ -473,6 +476,7 @@ class _Call:
     __slots__ = (
         "_answer",
         "_head",
+        "cached",
         "chat",
         "completion",
         "continuous",
@@ -481,6 +485,8 @@ class _Call:
         "id",
         "include_usage",
         "model",
+        "reasoned",
+        "reasoning",
         "req",
         "texts",
     )
@@ -493,8 +499,12 @@ class _Call:
         include_usage: bool,
         continuous: bool,
         answer: list[str] | None = None,
+        reasoning: int = 0,
     ):
         self.req, self.chat, self.model, self._answer = req, chat, model, answer
+        self.reasoning = reasoning  # the first tokens of the output are reasoning, not answer
+        self.reasoned = 0  # reasoning tokens emitted
+        self.cached = 0  # prompt tokens the engine found in its prefix cache
         self.include_usage, self.continuous = include_usage, continuous
         self.id = ("chatcmpl-" if chat else "cmpl-") + req.request_id
         self.created = int(time.time())
@@ -507,24 +517,38 @@ class _Call:
             '"choices":['
         ).encode()
 
+    def thinking(self) -> bool:
+        """Whether the next emission is reasoning (each emission is one or the other, by its first token)."""
+        return self.completion < self.reasoning
+
     def account(self, em: Emission) -> str:
         n = self.completion
-        if self._answer:
-            text = "".join(self._answer[n : n + em.tokens])
-        else:
+        self.cached = em.cached_prompt_tokens
+        if self.thinking():
             text = "".join(" " + _WORDS[(n + i) % len(_WORDS)] for i in range(em.tokens))
+            self.reasoned += em.tokens
+        else:
+            n -= self.reasoned
+            if self._answer:
+                text = "".join(self._answer[n : n + em.tokens])
+            else:
+                text = "".join(" " + _WORDS[(n + i) % len(_WORDS)] for i in range(em.tokens))
+            self.texts.append(text)
         self.completion += em.tokens
-        self.texts.append(text)
         if em.finished:
             self.finish_reason = em.finish_reason or "stop"
         return text
 
-    def usage(self) -> dict[str, int]:
-        return {
+    def usage(self) -> dict[str, Any]:
+        usage: dict[str, Any] = {
             "prompt_tokens": self.req.prompt_tokens,
             "completion_tokens": self.completion,
             "total_tokens": self.req.prompt_tokens + self.completion,
+            "prompt_tokens_details": {"cached_tokens": self.cached},  # vLLM's --enable-prompt-tokens-details
         }
+        if self.reasoning:
+            usage["completion_tokens_details"] = {"reasoning_tokens": self.reasoned}
+        return usage
 
     def _chunk(self, choice: bytes, with_usage: bool) -> bytes:
         tail = b"]"
@@ -537,10 +561,11 @@ class _Call:
         if self.chat and self.completion == 0:  # vLLM opens with a role-only delta: not a token
             role = b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
             out = self._chunk(role, self.continuous)
+        field = b'"reasoning_content":' if self.thinking() else b'"content":'
         text = json.dumps(self.account(em)).encode()
         finish = b"null" if self.finish_reason is None else b'"' + self.finish_reason.encode() + b'"'
         if self.chat:
-            choice = b'{"index":0,"delta":{"content":' + text + b'},"logprobs":null,"finish_reason":' + finish + b"}"
+            choice = b'{"index":0,"delta":{' + field + text + b'},"logprobs":null,"finish_reason":' + finish + b"}"
         else:
             choice = b'{"index":0,"text":' + text + b',"logprobs":null,"finish_reason":' + finish + b"}"
         return out + self._chunk(choice, self.continuous)
@@ -593,9 +618,9 @@ class _ResponsesCall(_Call):
         message = {"id": self.item, "type": "message", "role": "assistant", "status": status, "content": [text]}
         usage = {
             "input_tokens": self.req.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": self.cached},
             "output_tokens": self.completion,
-            "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": self.reasoned},
             "total_tokens": self.req.prompt_tokens + self.completion,
         }
         return {
@@ -618,6 +643,9 @@ class _ResponsesCall(_Call):
                 + self._event("response.output_item.added", output_index=0, item=item)
                 + self._event("response.content_part.added", **where, part={"type": "output_text", "text": ""})
             )
+        if self.thinking():  # reasoning text, its own item's (a summary-less reasoning item, as gpt-oss streams it)
+            rs = {"item_id": "rs_" + self.req.request_id, "output_index": 0, "content_index": 0}
+            return out + self._event("response.reasoning_text.delta", **rs, delta=self.account(em))
         return out + self._event("response.output_text.delta", **where, delta=self.account(em))
 
     def final_events(self) -> bytes:

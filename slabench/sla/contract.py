@@ -81,6 +81,15 @@ TARGETS: dict[str, _Entry] = {
     for m, what in _LATENCY_NAMES.items()
     for s in ("p50", "p90", "p95", "p99", "mean")
 }
+TARGETS |= {  # a reasoning model's second clock: to the first answer token, after the reasoning
+    f"ttfat_{s}_s": (
+        f"ttft_answer_{s}",
+        "s",
+        LatencyTarget,
+        f"time to first answer token (after reasoning), {s}, seconds",
+    )
+    for s in ("p50", "p90", "p95", "p99", "mean")
+}
 _OTHER_TARGETS: dict[str, _Entry] = {  # annotated: `|=` on a bare literal confuses mypy's inference
     "error_rate": ("error_rate", "share", RateCeiling, "failed requests / requests (dropped ones excluded)"),
     "incomplete_rate": ("incomplete_rate", "share", RateCeiling, "streams cut or without usage / requests"),

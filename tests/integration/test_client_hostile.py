@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slabench.core import metrics
-from slabench.core.client import StreamingClient, Target, chat_body
+from slabench.core.client import StreamingClient, Target, chat_body, responses_body
 from slabench.core.record import RecordMeta
 from slabench.core.sinks import open_sink, read_records
 from tests.conftest import HostileServer
@@ -34,6 +34,7 @@ class Case:
     target: dict = field(default_factory=dict)
     not_in_message: str = ""
     chunks: int = 3  # output chunks of an answered request (each stamped: TTFT, ITL)
+    endpoint: str = "chat"  # the protocol the client speaks (a name in slabench.core.protocols.PROTOCOLS)
 
 
 def ok(behaviour: str, **kw) -> Case:
@@ -55,6 +56,7 @@ CASES = [
     ok("one_byte_chunks"),
     ok("empty_choices_prelude"),
     ok("reasoning_first"),
+    ok("reasoning_named_reasoning"),
     ok("invalid_utf8"),
     ok("content_length_body"),
     ok("close_delimited"),
@@ -132,6 +134,34 @@ CASES = [
     # another request's answer on a reused connection: recognised by the id it names, never recorded as this one's
     Case("stale_echo_header", ("ok", "stale_response"), "carries X-Request-Id"),
     Case("stale_chunk_id", ("ok", "stale_response"), "has the chunk id 'chatcmpl-"),
+    # the Responses API: typed events, `response.completed` (with the usage) as the end
+    ok("responses_ok", endpoint="responses"),
+    ok("responses_split_reads", endpoint="responses"),
+    ok("responses_bom_first", endpoint="responses"),
+    ok("responses_reasoning_first", endpoint="responses"),
+    ok("responses_incomplete", endpoint="responses"),
+    fails("responses_no_completed", "stream_cut", "ended before response.completed", endpoint="responses"),
+    fails("responses_cut", "stream_cut", "connection", endpoint="responses"),
+    fails("responses_no_usage", "no_usage", "usage", endpoint="responses"),
+    fails(
+        "responses_failed", "stream_error", "response.failed event mid-stream: engine overloaded", endpoint="responses"
+    ),
+    fails(
+        "responses_error_event",
+        "stream_error",
+        "error event mid-stream: engine overloaded (server_error)",
+        endpoint="responses",
+    ),
+    fails(
+        "responses_error_event_text",
+        "stream_error",
+        "error event mid-stream: 'upstream overloaded'",
+        endpoint="responses",
+    ),
+    fails("responses_untyped_event", "not_openai", "an event without a type", endpoint="responses"),
+    fails(
+        "responses_usage_not_counts", "bad_usage", "usage.output_tokens is '3', not a token count", endpoint="responses"
+    ),
 ]
 
 
@@ -142,12 +172,15 @@ def server(tmp_path_factory) -> HostileServer:
     s.stop()
 
 
-def body(**extra) -> dict:
-    return chat_body("m", [{"role": "user", "content": "hi"}], 16, **extra)
+def body(endpoint: str = "chat", **extra) -> dict:
+    messages = [{"role": "user", "content": "hi"}]
+    if endpoint == "responses":
+        return responses_body("m", messages, 16, **extra)
+    return chat_body("m", messages, 16, **extra)
 
 
-def send(client: StreamingClient, behaviour: str, **extra):
-    return client.send("chat", body(**extra), META, headers={"X-Hostile": behaviour})
+def send(client: StreamingClient, behaviour: str, endpoint: str = "chat", **extra):
+    return client.send(endpoint, body(endpoint, **extra), META, headers={"X-Hostile": behaviour})
 
 
 def test_the_table_covers_every_behaviour_of_the_server():
@@ -176,7 +209,7 @@ def test_every_request_the_server_saw_is_one_classified_record(server, case, cap
     mark = server.mark()
     client = StreamingClient(Target(server.url, api_key=KEY, **{"request_timeout": 10.0, **case.target}))
     try:
-        replies = [send(client, case.behaviour) for _ in case.expect]
+        replies = [send(client, case.behaviour, case.endpoint) for _ in case.expect]
         after = send(client, "ok")  # the run goes on: the same client still works
     finally:
         client.close()
@@ -198,6 +231,42 @@ def test_every_request_the_server_saw_is_one_classified_record(server, case, cap
             assert case.message in r.error_message, r.error_message
             assert not case.not_in_message or case.not_in_message not in r.error_message
     assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "endpoint", "reasoning", "source"),
+    [
+        ("reasoning_first", "chat", 1, "chunks"),  # `reasoning_content`, usage without a reasoning count
+        ("reasoning_named_reasoning", "chat", 2, "server"),  # `reasoning`, usage.completion_tokens_details
+        ("responses_reasoning_first", "responses", 1, "server"),  # reasoning_text deltas, output_tokens_details
+        ("ok", "chat", None, None),
+    ],
+)
+def test_both_clocks_of_a_reasoning_model(server, behaviour, endpoint, reasoning, source):
+    """TTFT counts the first output, reasoning included; the first answer token is the first visible content, after
+    the reasoning; the reasoning's tokens come from the usage when the server says, else its chunks are counted."""
+    client = StreamingClient(Target(server.url))
+    r = send(client, behaviour, endpoint).record
+    client.close()
+    assert r.outcome == "ok", r.error_message
+    assert (r.reasoning_tokens, r.reasoning_source) == (reasoning, source)
+    if reasoning is None:
+        assert r.first_answer_token == r.first_token and metrics.ttft_answer(r) == metrics.ttft(r)
+    else:
+        answer_chunk = r.chunk_times[2 if behaviour == "reasoning_named_reasoning" else 1]
+        assert r.first_token == r.chunk_times[0] < r.first_answer_token == answer_chunk
+        assert metrics.ttft_answer(r) > metrics.ttft(r)
+
+
+def test_the_responses_usage_gives_the_record_its_counts(server):
+    """input_tokens, output_tokens and their details become the record's prompt, completion, cached and reasoning
+    counts, as chat's usage does; the cap is max_output_tokens."""
+    client = StreamingClient(Target(server.url))
+    r = send(client, "responses_ok", "responses").record
+    client.close()
+    assert (r.endpoint, r.outcome, r.finish_reason, r.max_tokens) == ("responses", "ok", "stop", 16)
+    assert (r.prompt_tokens, r.completion_tokens, r.cached_tokens) == (5, 3, 2)
+    assert (r.reasoning_tokens, r.reasoning_source, r.chunk_tokens) == (0, "server", None)
 
 
 def test_every_request_asks_for_an_unencoded_stream(server):

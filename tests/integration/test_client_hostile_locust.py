@@ -36,7 +36,7 @@ SLOW = {
 # Their class depends on what came before on the connection or the server, which a mix does not keep.
 STATEFUL = {"stale_echo_header", "stale_chunk_id", "revoked_key_401"}
 ANSWERED = {"ok", "no_usage", "bad_usage", "lost_events", "no_done"}  # not failures (slabench.locust.backoff)
-_MIXED = [c for c in CASES if c.behaviour not in SLOW | STATEFUL]
+_MIXED = [c for c in CASES if c.behaviour not in SLOW | STATEFUL and c.endpoint == "chat"]  # a chat run
 _answers = [c.behaviour for c in _MIXED if c.expect[0] in ANSWERED]
 _failures = [c.behaviour for c in _MIXED if c.expect[0] not in ANSWERED]
 # Answers and failures alternate, as on a server that fails often but not always: a run of FAILURES_TO_STOP failures

@@ -43,7 +43,13 @@ def test_models_health_and_unary_completions(sim):
         {"model": "slabench-sim", "max_tokens": 50, "messages": [{"role": "user", "content": "one two three"}]},
     )
     data = json.loads(body)
-    assert status == 200 and data["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+    usage = {
+        "prompt_tokens": 3,
+        "completion_tokens": 5,
+        "total_tokens": 8,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
+    assert status == 200 and data["usage"] == usage
     assert data["choices"][0]["finish_reason"] == "stop"
     status, body = post(sim, "/v1/completions", {"model": "slabench-sim", "prompt": "a b", "max_tokens": 2})
     data = json.loads(body)
@@ -274,3 +280,45 @@ def test_the_responses_api_unary_and_bad_requests(sim):
     assert status == 400 and "`input` must be a string or a non-empty list of messages" in body
     status, _ = post(sim, "/v1/responses", {"model": "other", "input": "x"})
     assert status == 404
+
+
+def test_a_reasoning_phase_comes_before_the_answer_in_chat_and_responses(simulator):
+    """`--reasoning-tokens 3`: three reasoning tokens, then the answer's five; the usage counts all and says which."""
+    url = simulator("--ttft", "0.01", "--itl", "0.001", "--output-tokens", "5", "--reasoning-tokens", "3")
+    messages = [{"role": "user", "content": "one two"}]
+    chat = {"model": "slabench-sim", "messages": messages, "max_tokens": 20, "stream": True}
+    status, text = post(url, "/v1/chat/completions", {**chat, "stream_options": {"include_usage": True}})
+    chunks = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    kinds = [k for d in deltas for k in ("reasoning_content", "content") if d.get(k)]
+    assert status == 200 and kinds == ["reasoning_content"] * 3 + ["content"] * 5
+    usage = chunks[-1]["usage"]
+    assert usage["completion_tokens"] == 8 and usage["completion_tokens_details"] == {"reasoning_tokens": 3}
+
+    body = {"model": "slabench-sim", "input": "one two", "max_output_tokens": 20, "stream": True}
+    status, text = post(url, "/v1/responses", body)
+    kinds = [k for k, _ in _typed_events(text) if k.endswith(".delta")]
+    assert kinds == ["response.reasoning_text.delta"] * 3 + ["response.output_text.delta"] * 5
+    usage = _typed_events(text)[-1][1]["response"]["usage"]
+    assert usage["output_tokens"] == 8 and usage["output_tokens_details"] == {"reasoning_tokens": 3}
+
+    # completions have no reasoning phase
+    status, text = post(url, "/v1/completions", {"model": "slabench-sim", "prompt": "x", "max_tokens": 20})
+    assert json.loads(text)["usage"]["completion_tokens"] == 5
+
+
+def test_usage_says_how_many_prompt_tokens_the_prefix_cache_held(simulator):
+    """A second request with the same system prompt finds it in the engine's prefix cache, and its usage says so
+    (chat: prompt_tokens_details.cached_tokens; Responses: input_tokens_details.cached_tokens)."""
+    url = simulator("--profile", "l4", "--model-profile", "llama-3.2-3b")
+    model = json.loads(urllib.request.urlopen(url + "/v1/models").read())["data"][0]["id"]
+    shared = {"role": "system", "content": "the shared rubric " * 100}
+    cached = []
+    for i in range(2):
+        body = {"model": model, "messages": [shared, {"role": "user", "content": f"case {i}"}], "max_tokens": 2}
+        usage = json.loads(post(url, "/v1/chat/completions", body)[1])["usage"]
+        cached.append(usage["prompt_tokens_details"]["cached_tokens"])
+    body = {"model": model, "instructions": shared["content"], "input": "case 2", "max_output_tokens": 2}
+    usage = json.loads(post(url, "/v1/responses", body)[1])["usage"]
+    assert cached[0] == 0 and 0 < cached[1] < usage["input_tokens"]
+    assert usage["input_tokens_details"]["cached_tokens"] == cached[1]

@@ -9,8 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from slabench.core.client import _apply_chunk, _loads, _Stream
 from slabench.core.jsonl import json_line
+from slabench.core.protocols import Stream as _Stream
+from slabench.core.protocols import apply_chunk as _apply_chunk
+from slabench.core.protocols import loads as _loads
 
 STDLIB_ONLY = {
     "NaN": '{"usage": {"completion_tokens": NaN}}',
