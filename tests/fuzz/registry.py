@@ -683,6 +683,7 @@ ENTRIES: list[Entry] = [
 EXEMPT: dict[str, str] = {
     "slabench/core/files.py": "read_text itself: every entry above goes through it",
     "slabench/core/client.py": "parses server responses, fuzzed by tests/hostile_server.py and the SSE tests",
+    "slabench/core/protocols.py": "the wire formats' events (server responses), fuzzed by tests/hostile_server.py",
     "slabench/sim/server.py": "the simulator's request bodies: a test server, not a reader of user files",
     "slabench/sim/embedded.py": "reads the embedded simulator's own log and port file",
     "slabench/evidence/provenance.py": "server and Kubernetes API answers, each field optional and never graded",
