@@ -106,6 +106,22 @@ CUT_SHORT = "runs as printed; cut short, an open loop leaves requests unsent: ex
 SHORT = {"SLABENCH_MAX_RUN_S": "4"}  # runs whose figures nothing reads: the CPU they cost is all they show
 WEIGHTS_ENV = {"HOME": "{tmp}/home"}  # the Hugging Face cache below it holds the tiny model
 MNT = {"/mnt/k8s-disks/0/models": "{tmp}/mnt/k8s-disks/0/models"}  # a host NVMe path is no place for a test
+# docs/eks.md's variables, as its step 0 and its deploy section set them (each command runs in a shell of its own)
+EKS_ENV = {
+    "ACCOUNT": "123456789012",
+    "AWS_REGION": "us-east-1",
+    "MODEL": "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8",
+    "REVISION": "3aed33c3d2bfa212a137f6c855d79b5426862b24",
+    "SUITE_IMAGE": "123456789012.dkr.ecr.us-east-1.amazonaws.com/slabench/suite:0.1.0",
+}
+EKS_DEPLOY = (
+    "--region us-east-1 --model RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8 --revision "
+    "3aed33c3d2bfa212a137f6c855d79b5426862b24 --served-model-name qa-grader --weights-s3 "
+    "s3://123456789012-slabench-models/models --results-s3 s3://123456789012-slabench-results/ci --api-key-secret "
+    "slabench-api-key --serving-values helm/vllm-serving/ci/g6-values.yaml --serving-role-arn "
+    "arn:aws:iam::123456789012:role/slabench-weights-read --locust-role-arn "
+    "arn:aws:iam::123456789012:role/slabench-results-write"
+)
 HOW: dict[str, How] = {  # a unique prefix of the printed command → how it runs, and why
     # README.md
     "python3 -m venv .venv && ": How(
@@ -153,6 +169,14 @@ HOW: dict[str, How] = {  # a unique prefix of the printed command → how it run
         "the README main job's sweep with its grading; run once, as that command", skip=True
     ),
     "slabench sweep --config sweeps/cliff-demo.yaml": How("runs as printed", env=SHORT),
+    # README.md and docs/sla.md: the capacity search (capped runs carry too few requests to PASS: the search ends at
+    # its lowest level, then the contract's own load is run and graded)
+    "slabench sweep --config sweeps/default.yaml --sla sla/config_sla_example.yaml --search": How(
+        "runs as printed, capped; it grades the contract's load", ok=GRADES
+    ),
+    "slabench sweep --config sweeps/default.yaml --sla sla/config_sla_example.yaml --search --search-tolerance": How(
+        "the README's search with a tolerance: run once, as that command", skip=True
+    ),
     "slabench sweep --config sweeps/vllm-remote.yaml": not_run(
         "needs a real vLLM server (8 levels × 5 repeats × 120 s); its YAML is loaded by test_sweep_configs_load"
     ),
@@ -167,6 +191,10 @@ HOW: dict[str, How] = {  # a unique prefix of the printed command → how it run
     ),
     # docs/eks.md
     "export CLUSTER=slabench AWS_REGION=us-east-1": How("sets variables only"),
+    "aws ecr create-repository": not_run(WHY_AWS),
+    "aws ecr get-login-password": not_run(WHY_AWS + "; and Docker"),
+    "export SUITE_IMAGE=$ACCOUNT": How("sets a variable only", env=EKS_ENV),
+    "export MODEL=": How("sets variables only"),
     "export ACCOUNT=$(aws sts": not_run(WHY_AWS),
     "curl -fsSL https://raw.githubusercontent.com/aws/karpenter-provider-aws": not_run("downloads from GitHub"),
     "aws cloudformation deploy": not_run(WHY_AWS),
@@ -189,22 +217,20 @@ HOW: dict[str, How] = {  # a unique prefix of the printed command → how it run
     "kubectl create namespace slabench": not_run(WHY_AWS),
     "kubectl label namespace slabench": not_run(WHY_AWS),
     "kubectl -n slabench create secret generic slabench-api-key": not_run(WHY_AWS),
-    "slabench weights publish --from <local snapshot dir>": How(
-        "placeholders: docs/weights.md's publish commands run against moto", help="slabench weights publish"
+    "huggingface-cli download": not_run("downloads from Hugging Face (no internet here)"),
+    "slabench weights publish --from snapshot --to s3://$ACCOUNT": How(
+        "its snapshot comes from Hugging Face: docs/weights.md's publish commands run against moto",
+        help="slabench weights publish",
     ),
     "ROLE=arn:aws:iam::$ACCOUNT:role": How("sets a variable only", env={"ACCOUNT": "123456789012"}),
-    "slabench deploy --dry-run --region $AWS_REGION": How(
-        "renders offline with the model's placeholders filled in; the eks.md variables (ACCOUNT from `aws sts`) set "
-        "by the test, sweep.yaml and sla.yaml the main job's",
-        subs={
-            "<MODEL>": "meta-llama/Llama-3.1-8B-Instruct",
-            "<REVISION>": "0e9e39f249a16976918f6564b8830bc894c89659",
-            "$ROLE": "arn:aws:iam::123456789012:role",
-        },
-        env={"ACCOUNT": "123456789012", "AWS_REGION": "us-east-1"},
+    'DEPLOY="--region $AWS_REGION': How("sets a variable only", env=EKS_ENV),
+    "slabench deploy --dry-run $DEPLOY": How(
+        "renders offline; the variables the runbook set before it (ACCOUNT from `aws sts`, MODEL, DEPLOY, "
+        "SUITE_IMAGE) set by the test as those lines set them",
+        env={**EKS_ENV, "DEPLOY": EKS_DEPLOY},
     ),
     "python -m slabench.deploy.validate rendered.yaml": How("validates what the --dry-run above rendered"),
-    "slabench deploy --region $AWS_REGION ... (as above": not_run(WHY_AWS),
+    "slabench deploy $DEPLOY": not_run(WHY_AWS),
     "helm upgrade --install locust helm/locust": not_run(WHY_AWS),
     "kubectl -n slabench port-forward": not_run(WHY_AWS),
     "helm test locust -n slabench": not_run(WHY_AWS),
@@ -277,13 +303,13 @@ FIRST = (
     "slabench weights publish --from ./Llama-3.1-8B-Instruct",
     "slabench weights publish --from ~/.cache/huggingface/hub",
     "slabench weights hydrate --source s3://acme-models/weights",
-    "slabench deploy --dry-run --region $AWS_REGION",
+    "slabench deploy --dry-run $DEPLOY",
 )
 
 
 def how_of(cmd: Command) -> How | None:
-    keys = [k for k in HOW if cmd.text.startswith(k)]
-    assert len(keys) <= 1, f"{cmd.where}: several HOW entries match: {keys}"
+    """The entry of the longest prefix the command starts with (a longer one is the more particular command)."""
+    keys = sorted((k for k in HOW if cmd.text.startswith(k)), key=len, reverse=True)
     return HOW[keys[0]] if keys else None
 
 
@@ -393,7 +419,7 @@ def test_every_doc_names_its_commands_and_every_exception_is_one_printed_command
     stale = [k for k in HOW if not any(c.text.startswith(k) for c in COMMANDS)]
     assert not stale, f"HOW lists commands the docs no longer print: {stale}"
     for c in COMMANDS:
-        how_of(c)  # at most one entry each
+        how_of(c)  # the longest matching entry decides
     for k, how in HOW.items():
         assert not (how.skip and (how.subs or how.help or how.suffix)), k
         for cmd in (c for c in COMMANDS if c.text.startswith(k)):
