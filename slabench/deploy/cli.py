@@ -189,8 +189,8 @@ def run_deploy(args: argparse.Namespace) -> int:
     from slabench.deploy.helm import Helm
 
     plan = plan_from_args(args)
+    helm = Helm(args.helm, kubeconfig=args.kubeconfig, kubecontext=args.context)  # a missing extra: said first
     check_context(plan, args.tokenizer)
-    helm = Helm(args.helm, kubeconfig=args.kubeconfig, kubecontext=args.context)
     if args.dry_run:
         sys.stdout.write(flow.render(plan, helm).text)
         return 0

@@ -325,10 +325,12 @@ def _calibration_run(folder: Path, model: str = "m", **change) -> Path:
     rows = []
     for i in range(12):
         sent = 0.3 * i
-        first, end = sent + 0.1, sent + 0.29
+        first = sent + 0.1
+        chunks = [first + 0.01 * k for k in range(20)]
+        end = chunks[-1]  # the last chunk's own stamp: times in order, as the client stamps them
         r = rec(0.0, run_id="r", user_id=f"local/{i % 2}", stage_level=2, model=model, max_tokens=20).to_dict()
         r.update(request_id=f"q{i}", sent=sent, first_token=first, last_token=end, end=end, wall_sent=1e9 + sent,
-                 chunk_times=[first + 0.01 * k for k in range(20)], chunk_tokens=None, prompt_tokens=500,
+                 chunk_times=chunks, chunk_tokens=None, prompt_tokens=500,
                  completion_tokens=20, first_byte=first)  # fmt: skip
         if i == 4:
             r.update(change)
@@ -340,10 +342,10 @@ def _calibration_run(folder: Path, model: str = "m", **change) -> Path:
 @pytest.mark.parametrize(
     ("change", "says"),
     [
-        ({"end": float("nan")}, "end is nan"),
-        ({"first_token": float("inf")}, "first_token is inf"),
-        ({"sent": float("-inf")}, "sent is -inf"),
-        ({"first_token": -5.0}, "out of order"),
+        ({"end": float("nan")}, "NaN is not a JSON number"),
+        ({"first_token": float("inf")}, "Infinity is not a JSON number"),
+        ({"sent": float("-inf")}, "-Infinity is not a JSON number"),
+        ({"first_token": -5.0}, "first_token"),
     ],
 )
 def test_calibrate_refuses_records_whose_times_are_not_times(tmp_path, capsys, change, says):
@@ -352,7 +354,8 @@ def test_calibrate_refuses_records_whose_times_are_not_times(tmp_path, capsys, c
     code, _, err = run_cli(["calibrate", str(run), "--out", str(out), "--model", "llama-3.2-3b",
                             "--kv-cache-tokens", "20000"], capsys)  # fmt: skip
     line = one_line(err)
-    assert code == 3 and str(run / "records.jsonl") in line and "q4" in line and says in line, line
+    # refused where the records are read (the record boundary), naming the file, the 5th request's line and why
+    assert code == 3 and f"{run / 'records.jsonl'}:5:" in line and says in line, line
     assert not out.exists()
 
 
