@@ -45,8 +45,8 @@ def scrape(url: str) -> dict[str, float]:
 
 def exit_for(run_dir: Path) -> int:
     """The exit code a finished run owes what its run_status.json says: 4 when it is incomplete or its load generator
-    (or the simulator) was saturated — a busy test machine does that — else 0."""
+    was frozen mid-run — a busy test machine does that — else 0 (saturation alone is said, not an exit code)."""
     import json
 
     status = json.loads((run_dir / "run_status.json").read_text())
-    return 4 if status.get("incomplete_reasons") or status.get("saturated") else 0
+    return 4 if status.get("incomplete_reasons") or status.get("stalls") else 0

@@ -478,19 +478,22 @@ class RecordHub:
         accounting = self.status.accounting or {}
         if accounting.get("server_received") is not None:
             log.info("slabench: server: %s", accounting["note"])
-        # What the run lacks (lost workers, requests not sent, nothing answered) and a saturated load generator (by
-        # the default policy; with --sla the contract's judges instead) each make it incomplete: exit 4.
+        # What the run lacks (lost workers, requests not sent, nothing answered) and a load generator frozen mid-run
+        # (its requests then left the latency figures) make it incomplete: exit 4. Saturation by the default policy
+        # is said in run_status.json and here; with --sla the contract's policy judges it and the verdict carries it.
+        frozen = []
         if self.status.stalls:
             worst = max(self.status.stalls, key=lambda st: st.seconds)
-            log.warning(
-                "slabench: the load generator was frozen %d time(s), %.2f s in all (up to %.2f s, %s): the requests "
-                "in flight then are left out of the latency figures",
-                len(self.status.stalls), sum(st.seconds for st in self.status.stalls), worst.seconds, worst.worker,
-            )  # fmt: skip
+            frozen.append(
+                f"the load generator was frozen {len(self.status.stalls)} time(s), "
+                f"{sum(st.seconds for st in self.status.stalls):.2f} s in all (up to {worst.seconds:.2f} s, "
+                f"{worst.worker}): the requests in flight then are left out of the latency figures"
+            )
+            log.warning("slabench: %s", frozen[0])
         for reason in self.status.saturated:
-            log.warning("slabench: measurement incomplete: %s", reason)
+            log.warning("slabench: measurement doubtful: %s", reason)
         own = [r for r in self.status.reasons() if not (self.stop_reason and self.stop_reason in r)]
-        reasons = [*own, *self.status.saturated]
+        reasons = [*own, *frozen]
         if reasons:
             log.error("slabench: the run is incomplete (exit %d): %s", ExitCode.INCOMPLETE, "; ".join(reasons))
             if self.env.process_exit_code in (None, 0, 1, 2):

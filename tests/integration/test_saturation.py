@@ -50,7 +50,7 @@ def test_an_open_loop_run_whose_sends_went_late_is_incomplete_not_a_pass(simulat
     assert all(c["status"] != "FAIL" for c in verdict["checks"])  # nothing fails …
     assert verdict["verdict"] == "CONDITIONAL" and verdict["measurement"] == "incomplete"  # … the run does not
     assert any("saturated" in r and "after their schedule" in r for r in verdict["incomplete"])
-    assert "measurement incomplete: saturated" in res.stderr
+    assert "measurement doubtful: saturated" in res.stderr
 
 
 def test_a_starved_simulator_makes_the_run_incomplete(simulator, tmp_path):
