@@ -103,20 +103,28 @@ def _independent(run_dir: Path) -> dict:
     answered = [r for r in counted if r.outcome is not Outcome.DROPPED]
     start = min(r.wall_sent for r in counted)
     end = max(r.wall_sent + (r.end - r.sent) for r in counted if r.end is not None)
-    ttfts = [metrics.ttft(r) for r in ok]
-    itls = [x for r in ok for x in metrics.itl(r)]
+    # a request in flight while its load generator was frozen (run_status.json's stalls) is in no latency figure
+    stalls = json.loads((run_dir / "run_status.json").read_text()).get("stalls") or []
+
+    def stalled(r) -> bool:
+        begin = r.scheduled if r.scheduled is not None else r.sent
+        return any(s["worker"] == r.worker_id and begin < s["end"] and r.end > s["start"] for s in stalls)
+
+    measured = [r for r in ok if not stalled(r)]
+    ttfts = [metrics.ttft(r) for r in measured]
+    itls = [x for r in measured for x in metrics.itl(r)]
     return {
         "ttft_p95": float(np.percentile(ttfts, 95)),
         "ttft_p50": float(np.percentile(ttfts, 50)),
         "itl_p50": float(np.percentile(itls, 50)),
-        "e2e_mean": statistics.fmean(metrics.e2e(r) for r in ok),
+        "e2e_mean": statistics.fmean(metrics.e2e(r) for r in measured),
         "throughput_rps": len(ok) / (end - start),
         "error_rate": sum(r.outcome is Outcome.ERROR for r in answered) / len(answered),
         "_errors": sum(r.outcome is Outcome.ERROR for r in answered),
         "_answered": len(answered),
-        "goodput_rps": sum(metrics.ttft(r) <= 0.05 for r in ok) / (end - start),
+        "goodput_rps": sum(metrics.ttft(r) <= 0.05 for r in measured) / (end - start),
         "_ttfts": ttfts,
-        "_ok": len(ok),
+        "_ok": len(measured),
     }
 
 
@@ -142,9 +150,16 @@ def test_summary_equals_an_independent_recomputation(done):
             assert e["std"] == pytest.approx(sd, rel=1e-6, abs=1e-12), key
             if sd == 0:  # identical in every run: zero variance is not certainty, no interval
                 assert e["ci95_low"] is None and e["ci95_high"] is None and "zero variance" in e["interval"], key
+            elif min(vals) > 0:  # positive figures: Student-t on the log scale (modified Cox, docs/analysis.md)
+                ys = [math.log(v) for v in vals]
+                s2 = statistics.variance(ys)
+                half = T975[2] * math.sqrt(s2 / 3 + s2 * s2 / 4)
+                centre = statistics.fmean(ys) + s2 / 2
+                assert e["ci95_low"] == pytest.approx(math.exp(centre - half), rel=1e-6, abs=1e-12), key
+                assert e["ci95_high"] == pytest.approx(math.exp(centre + half), rel=1e-6, abs=1e-12), key
             else:
                 half = T975[2] * sd / math.sqrt(3)
-                assert e["ci95_low"] == pytest.approx(mean - half, rel=1e-6, abs=1e-12), key
+                assert e["ci95_low"] == pytest.approx(max(0.0, mean - half), rel=1e-6, abs=1e-12), key
                 assert e["ci95_high"] == pytest.approx(mean + half, rel=1e-6, abs=1e-12), key
             assert [r["metrics"][key] for r in lv["runs"]] == pytest.approx(vals, rel=1e-9, abs=1e-12), key
         pooled = float(np.percentile([t for r in runs for t in r["_ttfts"]], 95))
