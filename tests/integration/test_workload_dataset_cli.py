@@ -95,7 +95,7 @@ def test_stats_reports_lengths_arrivals_and_the_estimator(built, tmp_path, capsy
     assert main(["dataset", "stats", "--dir", str(built), "--limit", "600", "--plot", str(png)]) == 0
     out = capsys.readouterr().out
     assert "token counts: slabench.core.tokens.estimate_tokens" in out
-    assert "burst  n=20,000" in out and "gamma  n=20,000" in out and "100 ms peak" in out
+    assert "burst n=20,000" in out and "gamma n=20,000" in out and "100 ms peak" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     assert main(["dataset", "stats", "--dir", str(built), "--limit", "300", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
