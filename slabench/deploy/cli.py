@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from slabench.core.errors import UserError
+from slabench.core.extras import require
 from slabench.deploy.plan import (
     DeployPlan,
     Values,
@@ -189,8 +190,9 @@ def run_deploy(args: argparse.Namespace) -> int:
     from slabench.deploy.helm import Helm
 
     plan = plan_from_args(args)
-    helm = Helm(args.helm, kubeconfig=args.kubeconfig, kubecontext=args.context)  # a missing extra: said first
+    require("pyhelm3", "running helm")  # a missing extra is said before the context check's minute of work
     check_context(plan, args.tokenizer)
+    helm = Helm(args.helm, kubeconfig=args.kubeconfig, kubecontext=args.context)
     if args.dry_run:
         sys.stdout.write(flow.render(plan, helm).text)
         return 0
