@@ -82,5 +82,8 @@ def test_sweep_aggregates_and_grades_against_vllm(vllm: VllmServer, tmp_path: Pa
     checks = {c["check"]: c["status"] for c in verdict["checks"]}
     assert checks == {"ttft_p95_s": "CONDITIONAL", "error_rate": "CONDITIONAL", "quality.terse.parse_rate": "FAIL"}
     reasons = {c["check"]: c["reason"] for c in verdict["checks"]}
-    assert "too few samples" in reasons["ttft_p95_s"] and "clopper-pearson" in reasons["error_rate"]
+    # two runs: the log-scale interval of the p95 is too wide to prove the target, or the samples too few for it
+    ttft_reason = reasons["ttft_p95_s"]
+    assert "too few samples" in ttft_reason or "95% CI upper bound" in ttft_reason, ttft_reason
+    assert "clopper-pearson" in reasons["error_rate"]
     assert verdict["verdict"] == "FAIL"
