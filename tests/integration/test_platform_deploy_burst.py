@@ -59,7 +59,7 @@ class LocustPods(base.Cluster):
     def __init__(self, api: FakeKube, s3_server, work: Path, target: str):  # type: ignore[no-untyped-def]
         super().__init__(api, s3_server, work)
         self.target = target
-        self.port = free_port()  # the master Service's 5557, on this machine
+        self.port = free_port()  # the master Service's worker port, free on this machine
         self.workers: list[subprocess.Popen] = []
         self.master_args: list[str] = []
         self.worker_args: list[str] = []
