@@ -44,7 +44,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="slabench", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"slabench {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
     modules = dict.fromkeys(m for name, m in COMMANDS.items() if command in (None, name))  # ordered, unique
     for module in modules:
         importlib.import_module(module).add_parser(sub)
