@@ -231,7 +231,8 @@ def read_scrapes(path: str | Path, run_id: str | None = None) -> list[dict[str, 
 
 def _check_scrape(row: Any) -> None:
     """A scrape as `Scraper.scrape_once` writes it: a finite wall time `t`, and its metric sections (gauges,
-    counters, histograms, deltas) maps whose every value is a finite non-negative number or such a map."""
+    counters, histograms, deltas) maps whose every value is a finite number or such a map; only a histogram's `sum`
+    may be negative (a server may observe negative values, and then the sum falls), every other value is a count."""
     if not isinstance(row, dict):
         raise ValueError("not a JSON object")
     t = row.get("t")
@@ -250,8 +251,10 @@ def _check_values(value: Any, where: str) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
             _check_values(v, f"{where}.{k}")
-    elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{where} is {value!r}; a metric is a finite non-negative number")
+    elif not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise ValueError(f"{where} is {value!r}; a metric is a finite number")
+    elif value < 0 and not where.endswith(".sum"):
+        raise ValueError(f"{where} is {value!r}; a count is never negative")
 
 
 def series(scrapes: Iterable[dict[str, Any]]) -> dict[str, list[float | None]]:

@@ -501,7 +501,8 @@ class VllmModel(Generic[S]):
             s.blocks = own_blocks + need
             s.computed = p
             if s.scheduled is None:
-                s.scheduled = start
+                # A step that ran late takes requests that arrived after it was due: they waited from arrival.
+                s.scheduled = max(start, s.arrival)
                 s.cached = p
             s.state = _RUNNING
             admitted.append((s, n))
@@ -546,7 +547,7 @@ class VllmModel(Generic[S]):
         self.generation_tokens_total += 1
         if s.first is not None:
             return False
-        s.first = now
+        s.first = max(now, s.arrival)  # a late step's end can precede an arrival it took (see _schedule)
         self.prompt_tokens_total += s.prompt
         return True
 

@@ -14,6 +14,7 @@ measurement incomplete: a busy machine's simulator runs late) and never 3 (bad i
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -455,11 +456,14 @@ def test_documented_command_runs(cmd: Command, scratch: Scratch):
     if how is not None and how.serve:
         _serve(text, env, scratch.root)
         return
+    started = time.time()
     p = subprocess.run(["bash", "-c", prelude + text], cwd=scratch.root, env=env, capture_output=True, text=True,
                        timeout=600)  # fmt: skip
     if how is not None and how.known_bug is not None and p.returncode == 4:
         pytest.xfail(how.known_bug)
     ok = how.ok if how else frozenset({0})
+    if p.returncode == 4 and _only_frozen(scratch.root, started):
+        ok = ok | {4}  # a busy machine froze the load generator, and the run said so (as documented)
     assert p.returncode in ok, (
         f"{cmd.where}: `{text}` exited {p.returncode} (expected {sorted(ok)})\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
     )
@@ -473,6 +477,12 @@ def test_documented_command_runs(cmd: Command, scratch: Scratch):
         (run,) = made
         assert (run / "verdict.json").is_file()
         scratch.run = str(run.relative_to(scratch.root))
+
+
+def _only_frozen(root: Path, since: float) -> bool:
+    """Whether the runs written since `since` are incomplete only because their load generator was frozen."""
+    statuses = [json.loads(p.read_text()) for p in root.rglob("run_status.json") if p.stat().st_mtime >= since]
+    return any(s.get("stalls") for s in statuses) and not any(s.get("incomplete_reasons") for s in statuses)
 
 
 def _serve(text: str, env: dict[str, str], cwd: Path) -> None:

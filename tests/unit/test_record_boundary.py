@@ -234,6 +234,13 @@ def test_server_metrics_prompts_and_manifests_refuse_what_they_cannot_use(tmp_pa
     scrapes.write_text('{"run_id": "r", "t": 1.0, "gauges": {}}\n{"run_id": "r", "t": 2.0, "gauges": 5}\n')
     with pytest.raises(UserError, match=r"server_metrics\.jsonl:2: not a server-metrics scrape \(gauges is 5"):
         read_scrapes(scrapes, "r")
+    # A server may observe negative values (a histogram's sum then falls): that reads; a negative count does not.
+    scrapes.write_text(
+        '{"run_id": "r", "t": 1.0, "deltas": {"request_queue_time_seconds": {"count": 1.0, "sum": -0.02}}}\n'
+        '{"run_id": "r", "t": 2.0, "deltas": {"request_queue_time_seconds": {"count": -1.0, "sum": 0.0}}}\n'
+    )
+    with pytest.raises(UserError, match=r":2: .*deltas\.request_queue_time_seconds\.count is -1\.0; a count is never"):
+        read_scrapes(scrapes, "r")
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"messages": [{"role": "user", "content": "hi"}], "max_tokens": NaN}\n')
     with pytest.raises(UserError, match=r"p\.jsonl:1: NaN is not a JSON number"):

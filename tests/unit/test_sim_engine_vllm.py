@@ -340,6 +340,23 @@ def test_an_early_or_idle_step_does_nothing():
     assert end > 1.0 and eng.step(end - 1e-6).emissions == [] and eng.next_event_time() == end
 
 
+def test_a_request_taken_by_a_late_step_never_waited_less_than_nothing():
+    """The HTTP server's loop can call step() after the batch was due; a request that arrived in between joins that
+    step, and its phases (as /metrics reports them) are never negative: a late-running CPU once made the queue time's
+    histogram sum fall, which the scrape reader refused."""
+    eng = engine()
+    eng.add(req("a", 100, 3), 1.0)
+    eng.step(1.0)
+    due = eng.next_event_time()
+    eng.add(req("b", 100, 3), due + 0.05)  # arrives after the batch end was due
+    eng.step(due + 0.05)
+    while (t := eng.next_event_time()) is not None:
+        eng.step(t)
+    timings = {t.request_id: t for t in eng.pop_finished()}
+    b = timings["b"]
+    assert b.queue_time == 0.0 and min(b.prefill_time, b.decode_time, b.ttft) >= 0
+
+
 # ---------------------------------------------------------------- invariants under random load
 
 
