@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 from slabench.core.errors import UserError
-from slabench.weights.s3 import S3Url, describe_error, make_client
+from slabench.weights.s3 import S3Url, make_client, s3_errors
 
 
 def local_path(dest: Path, prefix: str, key: str) -> Path:
@@ -21,7 +21,7 @@ def fetch_results(url: S3Url, dest: Path, endpoint_url: str | None = None, regio
     client = make_client(endpoint_url=endpoint_url, region=region)
     prefix = f"{url.prefix}/" if url.prefix else ""
     written = []
-    try:
+    with s3_errors(url):
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=url.bucket, Prefix=prefix):
             for obj in page.get("Contents", []):
                 target = local_path(dest, prefix, obj["Key"])
@@ -30,11 +30,4 @@ def fetch_results(url: S3Url, dest: Path, endpoint_url: str | None = None, regio
                 client.download_file(url.bucket, obj["Key"], str(tmp))
                 tmp.replace(target)
                 written.append(target)
-    except UserError:
-        raise
-    except Exception as exc:
-        mapped = describe_error(exc, url)
-        if mapped is None:
-            raise
-        raise mapped from None
     return written

@@ -30,7 +30,15 @@ from slabench.weights.manifest import (
     parse_manifest,
 )
 from slabench.weights.progress import Progress
-from slabench.weights.s3 import OperationFailed, S3Url, describe_error, get_bytes, human_bytes, make_client
+from slabench.weights.s3 import (
+    OperationFailed,
+    S3Url,
+    describe_error,
+    get_bytes,
+    human_bytes,
+    make_client,
+    s3_errors,
+)
 from slabench.weights.source import list_files, resolve_snapshot
 from slabench.weights.transfer import DEFAULT_SETTINGS, TransferSettings, subscriber, transfer_manager
 
@@ -107,13 +115,8 @@ def publish(
 
 
 def _call(fn: Callable[..., Any], url: S3Url, **kwargs: Any) -> Any:
-    try:
+    with s3_errors(url):
         return fn(**kwargs)
-    except Exception as exc:
-        mapped = describe_error(exc, url)
-        if mapped is None:
-            raise
-        raise mapped from None
 
 
 def _existing_manifest(client: Any, root: S3Url, new: Manifest, force: bool) -> Manifest | None:
@@ -147,15 +150,13 @@ def _object_matches(client: Any, root: S3Url, entry: FileEntry) -> bool:
     from slabench.weights.s3 import is_not_found
 
     url = root.child(entry.path)
-    try:
-        head = client.head_object(Bucket=url.bucket, Key=url.prefix)
-    except Exception as exc:
-        if is_not_found(exc):
-            return False
-        mapped = describe_error(exc, url)
-        if mapped is None:
+    with s3_errors(url):
+        try:
+            head = client.head_object(Bucket=url.bucket, Key=url.prefix)
+        except Exception as exc:
+            if is_not_found(exc):
+                return False
             raise
-        raise mapped from None
     return bool(head.get("ContentLength") == entry.size and head.get("Metadata", {}).get("sha256") == entry.sha256)
 
 

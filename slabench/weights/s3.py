@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +91,20 @@ def make_client(endpoint_url: str | None = None, region: str | None = None, max_
         raise UserError(f"S3 client: {e} — check --endpoint-url / AWS_ENDPOINT_URL and AWS_REGION") from None
 
 
+@contextmanager
+def s3_errors(url: S3Url | str) -> Iterator[None]:
+    """Inside the block, an S3/AWS failure becomes its one-line error; our own errors and the rest pass through."""
+    try:
+        yield
+    except UserError:
+        raise
+    except Exception as exc:
+        mapped = describe_error(exc, url)
+        if mapped is None:
+            raise
+        raise mapped from None
+
+
 def describe_error(exc: BaseException, url: S3Url | str) -> UserError | None:
     """Map a boto3/botocore failure to a one-line error; None if it is not an S3/AWS error at all."""
     from botocore import exceptions as bx
@@ -138,16 +154,14 @@ def is_not_found(exc: BaseException) -> bool:
 
 def get_bytes(client: Any, url: S3Url) -> bytes | None:
     """GET a small object whole; None when the key does not exist; any other failure → one-line error."""
-    try:
-        body: bytes = client.get_object(Bucket=url.bucket, Key=url.prefix)["Body"].read()
-        return body
-    except Exception as exc:
-        if is_not_found(exc):
-            return None
-        mapped = describe_error(exc, url)
-        if mapped is None:
+    with s3_errors(url):
+        try:
+            body: bytes = client.get_object(Bucket=url.bucket, Key=url.prefix)["Body"].read()
+            return body
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
             raise
-        raise mapped from None
 
 
 def human_bytes(n: float) -> str:

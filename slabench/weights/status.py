@@ -20,7 +20,7 @@ from typing import Any
 from slabench.core.errors import UserError
 from slabench.weights import local
 from slabench.weights.manifest import MANIFEST_NAME, FileEntry, Manifest, digest, hash_file, parse_manifest
-from slabench.weights.s3 import S3Url, describe_error, get_bytes, parse_s3_url
+from slabench.weights.s3 import S3Url, get_bytes, parse_s3_url, s3_errors
 
 
 @dataclass
@@ -109,7 +109,7 @@ def list_published(client: Any, url: S3Url) -> list[dict[str, Any]]:
     """Every published revision under an s3:// prefix: model, revision, commit, files, bytes, created."""
     out = []
     prefix = url.prefix + "/" if url.prefix else ""
-    try:
+    with s3_errors(url):
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=url.bucket, Prefix=prefix):
             for obj in page.get("Contents", []):
                 if not obj["Key"].endswith("/" + MANIFEST_NAME):
@@ -131,13 +131,6 @@ def list_published(client: Any, url: S3Url) -> list[dict[str, Any]]:
                         "created": m.created,
                     }
                 )
-    except UserError:
-        raise
-    except Exception as exc:
-        mapped = describe_error(exc, url)
-        if mapped is None:
-            raise
-        raise mapped from None
     return out
 
 
