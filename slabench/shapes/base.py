@@ -29,7 +29,7 @@ from slabench.locust.distributed import fail_at_start
 from slabench.locust.openloop import Dispatcher, OpenLoopItem, item_meta, merge_reports, summary_line
 from slabench.locust.plugin import LLMUser, refresh_loop_clock
 from slabench.locust.plugin import install as install_plugin
-from slabench.shapes.schedules import Span, partition, span_at
+from slabench.shapes.schedules import Span, partition, span_at, step_plan
 
 log = logging.getLogger("slabench")
 
@@ -104,6 +104,41 @@ def opt_int(opts: Any, name: str) -> int:
     if not math.isfinite(v) or v != int(v):
         raise UserError(f"--{name.replace('_', '-')} {getattr(opts, name)!r}: not a whole number")
     return int(v)
+
+
+def add_step_options(g: Any, prefix: str, per: str, warmup: float, hold: float, cooldown: float) -> None:
+    """The timing options every stepped shape has, as --<prefix>-warmup … --<prefix>-repeat-start."""
+    g.add_argument(f"--{prefix}-warmup", type=float, default=warmup, help=f"seconds of warm-up per {per} and repeat")
+    g.add_argument(f"--{prefix}-hold", type=float, default=hold, help=f"seconds measured per {per} and repeat")
+    g.add_argument(f"--{prefix}-cooldown", type=float, default=cooldown, help=f"seconds at the {per} after the hold")
+    g.add_argument(f"--{prefix}-idle", type=float, default=0.0, help="seconds with no load after each cool-down")
+    g.add_argument(f"--{prefix}-repeats", type=int, default=1, help=f"repeats of every {per} in this run")
+    g.add_argument(
+        f"--{prefix}-order",
+        choices=["sweep", "level"],
+        default="sweep",
+        help="sweep: 1,2,4,1,2,4 (repeats far apart in time); level: 1,1,2,2,4,4",
+    )
+    g.add_argument(
+        f"--{prefix}-repeat-start",
+        type=int,
+        default=0,
+        help="number of the first repeat (for repeats spread over several runs: run k uses k × repeats)",
+    )
+
+
+def stepped_spans(opts: Any, prefix: str, levels: Sequence[float]) -> tuple[Span, ...]:
+    """The spans of `levels` as the options `add_step_options(…, prefix, …)` added ask."""
+    return step_plan(
+        levels,
+        warmup=opt_float(opts, f"{prefix}_warmup"),
+        hold=opt_float(opts, f"{prefix}_hold"),
+        cooldown=opt_float(opts, f"{prefix}_cooldown"),
+        idle=opt_float(opts, f"{prefix}_idle"),
+        repeats=opt_int(opts, f"{prefix}_repeats"),
+        order=str(getattr(opts, f"{prefix}_order")),
+        repeat_start=opt_int(opts, f"{prefix}_repeat_start"),
+    )
 
 
 # -- the shapes ------------------------------------------------------------------------------------------------------

@@ -13,9 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 from slabench.core.record import StageUnit
-from slabench.shapes.base import OpenLoopShape, Plan, install, open_loop_user_class, opt_float, opt_int
+from slabench.shapes.base import (
+    OpenLoopShape,
+    Plan,
+    add_step_options,
+    install,
+    open_loop_user_class,
+    opt_float,
+    opt_int,
+    stepped_spans,
+)
 from slabench.shapes.items import arrival_items
-from slabench.shapes.schedules import parse_rates, plan_end, rate_arrivals, step_plan
+from slabench.shapes.schedules import parse_rates, plan_end, rate_arrivals
 
 
 class RateShape(OpenLoopShape):
@@ -26,27 +35,12 @@ class RateShape(OpenLoopShape):
         g = parser.add_argument_group("slabench shape: request-rate steps (shapes/rate.py)")
         g.add_argument("--rate-rps", default="1", help="request rates (requests/s), comma-separated, one step each")
         g.add_argument("--rate-burstiness", type=float, default=1.0, help="Gamma shape: 1 = Poisson, < 1 burstier")
-        g.add_argument("--rate-warmup", type=float, default=0.0, help="seconds of warm-up per rate and repeat")
-        g.add_argument("--rate-hold", type=float, default=60.0, help="seconds measured per rate and repeat")
-        g.add_argument("--rate-cooldown", type=float, default=0.0, help="seconds at the rate after the hold")
-        g.add_argument("--rate-idle", type=float, default=0.0, help="seconds with no arrivals after each cool-down")
-        g.add_argument("--rate-repeats", type=int, default=1, help="repeats of every rate in this run")
-        g.add_argument("--rate-order", choices=["sweep", "level"], default="sweep", help="as --steps-order")
-        g.add_argument("--rate-repeat-start", type=int, default=0, help="number of the first repeat")
+        add_step_options(g, "rate", "rate", warmup=0.0, hold=60.0, cooldown=0.0)
         g.add_argument("--rate-seed", type=int, default=0, help="seed of the arrival process")
 
     def build(self, opts: Any, environment: Any) -> Plan:
         rates = parse_rates(opts.rate_rps)
-        spans = step_plan(
-            rates,
-            warmup=opt_float(opts, "rate_warmup"),
-            hold=opt_float(opts, "rate_hold"),
-            cooldown=opt_float(opts, "rate_cooldown"),
-            idle=opt_float(opts, "rate_idle"),
-            repeats=opt_int(opts, "rate_repeats"),
-            order=str(opts.rate_order),
-            repeat_start=opt_int(opts, "rate_repeat_start"),
-        )
+        spans = stepped_spans(opts, "rate", rates)
         burstiness = opt_float(opts, "rate_burstiness")
         user_class = open_loop_user_class(environment)
         items = arrival_items(rate_arrivals(spans, burstiness, opt_int(opts, "rate_seed")), "rate")
