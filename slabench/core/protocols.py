@@ -447,6 +447,18 @@ def _response_error(obj: dict[str, Any]) -> str:
 PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (Chat(), Completions(), Responses())}
 
 
+def prompt_of(messages: list[dict[str, Any]]) -> str:
+    """A chat conversation as one completions prompt: the messages' text, in order, a blank line apart (no chat
+    template: the server counts these tokens only)."""
+    texts = []
+    for m in messages:
+        content = m.get("content", "")
+        if isinstance(content, list):  # content parts: their text
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        texts.append(str(content))
+    return "\n\n".join(texts)
+
+
 def responses_body(model: str, messages: list[dict[str, Any]], max_output_tokens: int, **params: Any) -> dict[str, Any]:
     """A Responses request for a chat conversation: a leading system message becomes `instructions`, the rest the
     `input` (one user turn as a plain string)."""

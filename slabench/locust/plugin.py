@@ -49,7 +49,7 @@ from slabench.core.client import (
 )
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.files import check_output
-from slabench.core.protocols import PROTOCOLS
+from slabench.core.protocols import PROTOCOLS, prompt_of
 from slabench.core.record import Outcome, RecordMeta, RequestRecord
 from slabench.core.run_id import check_run_id
 from slabench.core.runcap import ENV as RUNCAP_ENV
@@ -130,8 +130,9 @@ def add_options(parser: Any) -> None:
         "--endpoint",
         choices=list(PROTOCOLS),
         default="chat",
-        help="OpenAI API to call: chat (/v1/chat/completions), completions, or responses (the Responses API, "
-        "/v1/responses: chat requests sent as its input)",
+        help="OpenAI API to call: chat (/v1/chat/completions), completions (/v1/completions: a chat request's "
+        "messages sent as one prompt, without a chat template), or responses (the Responses API, /v1/responses: chat "
+        "requests sent as its input)",
     )
     g.add_argument("--max-tokens", type=int, default=256, help="max_tokens per request")
     g.add_argument("--ignore-eos", action="store_true", default=False, help="ask vLLM to always produce max_tokens")
@@ -795,6 +796,8 @@ class LLMUser(User):
             params["ignore_eos"] = True
         if messages is not None and o.endpoint == "responses":  # no stream_options: usage always ends the stream
             return responses_body(self.model, messages, max_tokens or o.max_tokens, **params)
+        if messages is not None and o.endpoint == "completions":
+            messages, prompt = None, prompt_of(messages)
         params.setdefault("max_tokens", max_tokens or o.max_tokens)
         params["stream_options"] = {
             "include_usage": True,

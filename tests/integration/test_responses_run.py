@@ -55,6 +55,15 @@ def run(tmp_path, endpoint: str, *extra: str):
     return records_path, records
 
 
+def test_the_chat_replay_with_endpoint_completions_calls_the_completions_api(tmp_path):
+    """`--endpoint completions` sends the chat replay's messages to /v1/completions as one prompt (it once sent chat
+    requests whatever the flag said)."""
+    _, records = run(tmp_path, "completions")
+    for r in records:
+        assert r.endpoint == "completions" and r.outcome is Outcome.OK, r.error_message
+        assert r.token_source == "server" and r.completion_tokens == TOKENS and r.prompt_tokens
+
+
 def grade(tmp_path, records_path, target: str) -> dict:
     sla = tmp_path / "sla.yaml"
     sla.write_text(
