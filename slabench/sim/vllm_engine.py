@@ -451,6 +451,9 @@ class VllmModel(Generic[S]):
                 ctx += p + n
 
         if not batch:
+            if self._waiting and self._waiting[0].arrival > start:  # idle since `start`: the next step starts now
+                self._kick = self._waiting[0].arrival
+                return
             if self._waiting:  # nothing runs yet the queue cannot start: the capacity checks failed us
                 raise RuntimeError("vllm engine stalled: idle with waiting requests that do not fit")
             return
@@ -472,6 +475,8 @@ class VllmModel(Generic[S]):
         waiting = self._waiting
         while waiting and budget > 0 and n_running < self._max_seqs:
             s = waiting[0]
+            if s.arrival > start:  # a step the server's loop ran late began before this request came: not in it
+                break
             entry, hit, own = self._lookup(s)
             own_blocks = own.blocks if own is not None else 0
             p = (hit + own_blocks) * bs
@@ -501,8 +506,7 @@ class VllmModel(Generic[S]):
             s.blocks = own_blocks + need
             s.computed = p
             if s.scheduled is None:
-                # A step that ran late takes requests that arrived after it was due: they waited from arrival.
-                s.scheduled = max(start, s.arrival)
+                s.scheduled = start
                 s.cached = p
             s.state = _RUNNING
             admitted.append((s, n))
@@ -547,7 +551,7 @@ class VllmModel(Generic[S]):
         self.generation_tokens_total += 1
         if s.first is not None:
             return False
-        s.first = max(now, s.arrival)  # a late step's end can precede an arrival it took (see _schedule)
+        s.first = now
         self.prompt_tokens_total += s.prompt
         return True
 

@@ -341,9 +341,10 @@ def test_an_early_or_idle_step_does_nothing():
 
 
 def test_a_request_taken_by_a_late_step_never_waited_less_than_nothing():
-    """The HTTP server's loop can call step() after the batch was due; a request that arrived in between joins that
-    step, and its phases (as /metrics reports them) are never negative: a late-running CPU once made the queue time's
-    histogram sum fall, which the scrape reader refused."""
+    """The HTTP server's loop can call step() after the batch was due; a request that arrived in between is not in
+    the step that began before it came (as on a GPU), so its phases (as /metrics reports them) are never negative
+    and its TTFT is not shortened by the lateness: a late-running CPU once put it in that step, which made the queue
+    time's histogram sum fall (the scrape reader refused the run) and TTFT shorter than the planner's."""
     eng = engine()
     eng.add(req("a", 100, 3), 1.0)
     eng.step(1.0)
@@ -354,7 +355,7 @@ def test_a_request_taken_by_a_late_step_never_waited_less_than_nothing():
         eng.step(t)
     timings = {t.request_id: t for t in eng.pop_finished()}
     b = timings["b"]
-    assert b.queue_time == 0.0 and min(b.prefill_time, b.decode_time, b.ttft) >= 0
+    assert b.scheduled > due and min(b.queue_time, b.prefill_time, b.decode_time) >= 0
 
 
 # ---------------------------------------------------------------- invariants under random load
