@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ruff check .
-mypy  # strict on the measurement core ([tool.mypy] in pyproject.toml)
+mypy  # strict on the whole package ([tool.mypy] in pyproject.toml)
 python -m pytest tests -q --durations=15

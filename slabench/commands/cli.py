@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from slabench import __version__
 from slabench.core.errors import UserError
@@ -35,7 +36,7 @@ COMMANDS = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # usage mistakes are invalid input: exit 3, one line
+    def error(self, message: str) -> NoReturn:  # usage mistakes are invalid input: exit 3, one line
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(UserError.exit_code)

@@ -16,7 +16,7 @@ from rich.console import Console
 from slabench.core.errors import UserError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "grade",
         help="grade a run or sweep against an SLA contract (exit 0 PASS, 1 CONDITIONAL, 2 FAIL, 3 bad input, "

@@ -41,7 +41,7 @@ from slabench.locust.spool import Journal, JournalContents, read_journal, spool_
 STAND_IN_MESSAGE = "in flight when its worker stopped without its master; no record was made"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("recover", help="merge workers' spools into one records file after a lost master")
     p.add_argument("spools", nargs="+", help="spool files, or directories holding them (e.g. .slabench-spool/RUN_ID)")
     p.add_argument(
@@ -83,8 +83,9 @@ def merge(journals: list[JournalContents], existing: list[RequestRecord]) -> tup
 def _run_id(records: list[RequestRecord], journals: list[JournalContents]) -> str:
     ids = {r.run_id for r in records}
     for j in journals:
-        ids |= {row.get("run_id") for row in j.records} | {m.get("run_id") for m in j.began.values()}
-    ids -= {"", None}
+        found = [row.get("run_id") for row in j.records] + [m.get("run_id") for m in j.began.values()]
+        ids |= {i for i in found if isinstance(i, str)}  # the record boundary let only strings (or none) through
+    ids -= {""}
     if len(ids) > 1:
         raise UserError(
             f"the spools hold several runs ({', '.join(sorted(ids))}): recover one run at a time, "

@@ -19,7 +19,7 @@ from slabench.weights.s3 import OperationFailed, S3Url, describe_error, human_by
 from slabench.weights.transfer import TransferSettings, transfer_config
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     results = subparsers.add_parser("results", help="results housekeeping (upload to S3)")
     sub = results.add_subparsers(dest="results_command", required=True)
     up = sub.add_parser(

@@ -24,7 +24,7 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _nearest_line(lines: dict[tuple, int], loc: tuple) -> int | None:
+def _nearest_line(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
     """The line of the deepest existing ancestor of `loc` (a missing key points at its parent)."""
     for end in range(len(loc), -1, -1):
         key = tuple(str(p) if not isinstance(p, int) else p for p in loc[:end])
@@ -33,7 +33,7 @@ def _nearest_line(lines: dict[tuple, int], loc: tuple) -> int | None:
     return None
 
 
-def format_validation_error(err: ValidationError, source: str, lines: dict[tuple, int] | None = None) -> str:
+def format_validation_error(err: ValidationError, source: str, lines: dict[tuple[Any, ...], int] | None = None) -> str:
     out = []
     for e in err.errors():
         loc = tuple(p for p in e["loc"] if p not in ("function-after", "function-before"))
@@ -51,7 +51,7 @@ def format_validation_error(err: ValidationError, source: str, lines: dict[tuple
     return "\n".join(out)
 
 
-def load_yaml(path: str | Path) -> tuple[Any, dict[tuple, int]]:
+def load_yaml(path: str | Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """Parse a YAML file; return its data and a path→line index. Every problem (a duplicate key, bad bytes, a syntax
     error) is a one-line UserError naming the file and line."""
     return yamlio.load_file(path)

@@ -20,12 +20,12 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from slabench.core.boundary import loads
 from slabench.core.errors import UserError
 from slabench.core.files import read_text
-from slabench.core.tokens import MIN_RATIO
+from slabench.core.tokens import MIN_RATIO, ChatTokenizer
 
 log = logging.getLogger("slabench")
 
@@ -39,7 +39,7 @@ _VOCAB = (
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
-    messages: list[dict]
+    messages: list[dict[str, Any]]
     item_id: str | None = None
     max_tokens: int | None = None
     estimate_tokens: int | None = None  # synthetic: the estimator's count of the content sent
@@ -105,7 +105,7 @@ class TokenizerSizer:
     exactly. Space-separated pieces cost what they cost alone (the tokenizer splits at spaces first), and every
     result is counted again."""
 
-    def __init__(self, tokenizer) -> None:
+    def __init__(self, tokenizer: ChatTokenizer) -> None:
         self.tokenizer = tokenizer
         self._asked = 0  # the length the last prompt was sized to
         self._ratios: deque[float] = deque(maxlen=32)  # the server's count / the asked length, last answers
@@ -145,8 +145,9 @@ class TokenizerSizer:
         best: list[list[int] | None] = [[]] + [None] * gap  # best[g]: costs summing to g
         for g in range(1, gap + 1):
             for c in self._by_cost:
-                if c <= g and best[g - c] is not None and (best[g] is None or len(best[g - c]) + 1 < len(best[g])):
-                    best[g] = [*best[g - c], c]
+                shorter, current = best[g - c] if c <= g else None, best[g]
+                if shorter is not None and (current is None or len(shorter) + 1 < len(current)):
+                    best[g] = [*shorter, c]
         return [rng.choice(self._by_cost[c]) for c in best[gap] or []]
 
     def _count(self, words: list[str]) -> int:

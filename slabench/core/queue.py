@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from slabench.core.errors import UserError
 
@@ -112,7 +112,7 @@ def _length(value: object, where: str, key: str) -> int:
     return value
 
 
-def _row(d: dict, where: str, position: int, lengths: bool, kind: str) -> QueueItem:
+def _row(d: dict[str, Any], where: str, position: int, lengths: bool, kind: str) -> QueueItem:
     key = next((k for k in OFFSET_KEYS if k in d and d[k] not in (None, "")), None)
     if key is None:
         raise UserError(f"{where}: no offset_s — every row needs its offset in seconds from the start")
@@ -152,8 +152,9 @@ def parse_queue_text(
                 continue
             try:
                 d = json.loads(line)
-            except ValueError as e:
-                raise UserError(f"{source}:{n}: not a JSON object ({e.msg})") from None
+            except ValueError as e:  # a JSONDecodeError, or an integer too long for int()
+                detail = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+                raise UserError(f"{source}:{n}: not a JSON object ({detail})") from None
             if not isinstance(d, dict):
                 raise UserError(f"{source}:{n}: not a JSON object")
             if lengths is None:
@@ -316,7 +317,7 @@ def _mooncake(text: str, source: str, block_tokens: int) -> Iterator[_Row]:
         yield _Row(where, _seconds(row["timestamp"], where, "timestamp") / 1000, prompt, output, shared)
 
 
-def _csv_rows(text: str, source: str, columns: tuple[str, ...], name: str) -> Iterator[tuple[str, dict]]:
+def _csv_rows(text: str, source: str, columns: tuple[str, ...], name: str) -> Iterator[tuple[str, dict[str, str]]]:
     reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")), skipinitialspace=True)
     missing = [c for c in columns if c not in (reader.fieldnames or [])]
     if missing:
@@ -359,7 +360,7 @@ def parse_trace(text: str, source: str, fmt: str, block_tokens: int = BLOCK_TOKE
         raise UserError(f"--queue-format {fmt!r}: use one of {', '.join(FORMATS)}, or auto")
     if block_tokens < 1:
         raise UserError(f"--queue-block-tokens {block_tokens}: must be at least 1")
-    reader = {
+    reader: Callable[[], Iterator[_Row]] = {
         "mooncake": lambda: _mooncake(text, source, block_tokens),
         "azure": lambda: _azure(text, source),
         "burstgpt": lambda: _burstgpt(text, source),

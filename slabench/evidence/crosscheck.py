@@ -61,7 +61,9 @@ def span(records: Iterable[RequestRecord]) -> tuple[float, float] | None:
     return (min(starts), max(ends)) if starts else None
 
 
-def bracket(scrapes: Sequence[dict], start: float, end: float) -> tuple[dict, dict, bool] | None:
+def bracket(
+    scrapes: Sequence[dict[str, Any]], start: float, end: float
+) -> tuple[dict[str, Any], dict[str, Any], bool] | None:
     """The last scrape read before `start` and the first one sent after `end`, and whether both exist (a clean
     bracket: the counter deltas cover the whole window). Falls back to the first/last scrape."""
     if len(scrapes) < 2:
@@ -79,14 +81,15 @@ def _reset(a: float, b: float) -> bool:
     return b < a
 
 
-def counter_delta(first: dict, last: dict, name: str) -> float | None:
-    a, b = first.get("counters", {}).get(name), last.get("counters", {}).get(name)
+def counter_delta(first: dict[str, Any], last: dict[str, Any], name: str) -> float | None:
+    a: float | None = first.get("counters", {}).get(name)
+    b: float | None = last.get("counters", {}).get(name)
     if a is None or b is None:
         return None
     return b if _reset(a, b) else b - a
 
 
-def histogram_delta(first: dict, last: dict, name: str) -> dict[str, Any] | None:
+def histogram_delta(first: dict[str, Any], last: dict[str, Any], name: str) -> dict[str, Any] | None:
     """count, sum and cumulative buckets of what the server observed between two scrapes."""
     a, b = first.get("histograms", {}).get(name), last.get("histograms", {}).get(name)
     if a is None or b is None:
@@ -145,7 +148,7 @@ def _latency(values: list[float], h: dict[str, Any] | None, tol: Tolerance) -> d
         client_p95=float(np.quantile(values, 0.95)) if values else None,
         server_p95_est=bucket_quantile(h["buckets"], 0.95) if h and h["count"] > 0 else None,
     )
-    if cm is None or sm is None:
+    if cm is None or sm is None or h is None:
         out.update(client_minus_server=None, client_ge_server=None, within_tolerance=None, dominates=None)
         return out
     same_requests = h["count"] == len(values)
@@ -160,7 +163,7 @@ def _latency(values: list[float], h: dict[str, Any] | None, tol: Tolerance) -> d
 
 def crosscheck(
     records: Iterable[RequestRecord],
-    scrapes: Sequence[dict],
+    scrapes: Sequence[dict[str, Any]],
     window: tuple[float, float] | None = None,
     tolerance: Tolerance | None = None,
 ) -> dict[str, Any] | None:
@@ -219,19 +222,19 @@ def _agree(c: dict[str, Any]) -> bool | None:
 
 
 def by_stage(
-    records: Iterable[RequestRecord], scrapes: Sequence[dict], tolerance: Tolerance | None = None
+    records: Iterable[RequestRecord], scrapes: Sequence[dict[str, Any]], tolerance: Tolerance | None = None
 ) -> list[dict[str, Any]]:
     """One cross-check per (stage level, repeat), each over its records' span. Stages back to back share the
     boundary scrape, so a stage's window may include the tail of the previous one: `window.clean` and the
     request counts say how exact each comparison is."""
-    groups: dict[tuple, list[RequestRecord]] = {}
+    groups: dict[tuple[int | float | None, str, int | None], list[RequestRecord]] = {}
     for r in records:
         unit = StageUnit(r.stage_unit or unit_before_stage_unit(r.scheduled))
         load = None if r.stage_level is None else unit.load(r.stage_level)
         groups.setdefault((load, unit.load_unit, r.stage_repeat), []).append(r)
     out = []
-    for (load, unit, repeat), recs in sorted(groups.items(), key=lambda kv: (kv[0][0] or -1, kv[0][2] or -1)):
+    for (load, level_unit, repeat), recs in sorted(groups.items(), key=lambda kv: (kv[0][0] or -1, kv[0][2] or -1)):
         c = crosscheck(recs, scrapes, tolerance=tolerance)
         if c is not None:  # the level in its unit (users, or req/s for the rate shapes' thousandths)
-            out.append({"stage_level": load, "level_unit": unit, "stage_repeat": repeat, **c})
+            out.append({"stage_level": load, "level_unit": level_unit, "stage_repeat": repeat, **c})
     return out

@@ -41,7 +41,8 @@ def _get(url: str, api_key: str | None, insecure: bool) -> bytes:
         ctx = ssl.create_default_context()
         ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=ctx) as resp:
-        return resp.read(4 << 20)
+        body: bytes = resp.read(4 << 20)
+        return body
 
 
 def revision_of(root: str | None) -> str | None:
@@ -61,7 +62,7 @@ def info_series(metrics_text: str) -> dict[str, dict[str, str]]:
     return out
 
 
-def from_server(url: str, api_key: str | None = None, insecure: bool = False) -> tuple[dict, list[str]]:
+def from_server(url: str, api_key: str | None = None, insecure: bool = False) -> tuple[dict[str, Any], list[str]]:
     base = url.rstrip("/")
     server: dict[str, Any] = {"url": base}
     errors: list[str] = []
@@ -73,11 +74,11 @@ def from_server(url: str, api_key: str | None = None, insecure: bool = False) ->
     return server, errors
 
 
-def _parse_version(body: bytes) -> dict:
+def _parse_version(body: bytes) -> dict[str, Any]:
     return {"vllm_version": json.loads(body).get("version")}
 
 
-def _parse_models(body: bytes) -> dict:
+def _parse_models(body: bytes) -> dict[str, Any]:
     models = []
     for m in json.loads(body).get("data") or []:
         models.append(
@@ -91,7 +92,7 @@ def _parse_models(body: bytes) -> dict:
     return {"models": models}
 
 
-def _parse_metrics(body: bytes) -> dict:
+def _parse_metrics(body: bytes) -> dict[str, Any]:
     return {"metrics_info": info_series(body.decode("utf-8", errors="replace"))}
 
 
@@ -134,7 +135,9 @@ def node_facts(labels: dict[str, str]) -> dict[str, Any]:
     return facts
 
 
-def _version(labels: dict, full: str, new: str, new_parts: tuple, old: str, old_parts: tuple) -> str | None:
+def _version(
+    labels: dict[str, str], full: str, new: str, new_parts: tuple[str, ...], old: str, old_parts: tuple[str, ...]
+) -> str | None:
     """GPU feature discovery's version labels: `<new>.full`, else `<new>.<part>`, else the older `<old>.<part>`."""
     if labels.get(full):
         return labels[full]
@@ -147,7 +150,7 @@ def _version(labels: dict, full: str, new: str, new_parts: tuple, old: str, old_
 
 def from_kubernetes(
     selector: str, namespace: str | None = None, api_client: Any = None
-) -> tuple[list[dict], list[str]]:
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Each serving pod's node, read through the API with the pod's own service account (in-cluster)."""
     try:
         from kubernetes import client, config
@@ -159,18 +162,20 @@ def from_kubernetes(
         pods = core.list_namespaced_pod(ns, label_selector=selector).items
         nodes = []
         for pod in pods:
-            if not pod.spec.node_name:
+            if pod.spec is None or not pod.spec.node_name:
                 continue
             node = core.read_node(pod.spec.node_name)
-            nodes.append(
-                {"pod": pod.metadata.name, "node": pod.spec.node_name, **node_facts(node.metadata.labels or {})}
-            )
+            labels = node.metadata.labels if node.metadata else None
+            name = pod.metadata.name if pod.metadata else None
+            nodes.append({"pod": name, "node": pod.spec.node_name, **node_facts(labels or {})})
         return nodes, ([] if nodes else [f"kubernetes: no scheduled pod matches {selector!r} in {ns}"])
     except Exception as e:  # provenance must never cost the run: say what could not be read
         return [], [f"kubernetes: {type(e).__name__}: {getattr(e, 'reason', None) or e}"]
 
 
-def collect(url: str, api_key_env: str | None = None, insecure: bool = False, selector: str | None = None) -> dict:
+def collect(
+    url: str, api_key_env: str | None = None, insecure: bool = False, selector: str | None = None
+) -> dict[str, Any]:
     """Everything known about what serves `url`; `errors` lists what could not be read."""
     try:
         api_key = api_key_from_env(api_key_env) if api_key_env else None

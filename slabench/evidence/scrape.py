@@ -332,13 +332,20 @@ class Scraper:
         from geventhttpclient import HTTPClient
 
         parts = urlsplit(url)
+        example = "expected an http:// or https:// URL like http://127.0.0.1:8000/metrics"
+        try:
+            port = parts.port
+        except ValueError as e:
+            raise UserError(f"--url {url!r}: {e}; {example}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UserError(f"--url {url!r}: {example}")
         self.url, self.out, self.run_id = url, Path(out), run_id
         self.timeout, self.first_timeout = timeout, first_timeout
         self.path = (parts.path or "/metrics") + (f"?{parts.query}" if parts.query else "")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = HTTPClient(
             parts.hostname,
-            parts.port or (443 if parts.scheme == "https" else 80),
+            port or (443 if parts.scheme == "https" else 80),
             ssl=parts.scheme == "https",
             insecure=not verify_tls,
             connection_timeout=timeout,
@@ -473,7 +480,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`slabench scrape`: the same poller by hand (stops on Ctrl-C, `stop` or end of input)."""
     p = sub.add_parser("scrape", help="poll a server's Prometheus /metrics into server_metrics.jsonl until stopped")
     _add_arguments(p)

@@ -31,7 +31,8 @@ LOCUST_DEFAULT_PORT = 5557
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def resolve_ports(opts: Any) -> None:

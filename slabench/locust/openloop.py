@@ -64,11 +64,11 @@ class OpenLoopItem:
     output_tokens: int | None = None
     prefix_blocks: tuple[int, ...] = ()  # a trace's shared prompt blocks
 
-    def to_wire(self) -> list:
+    def to_wire(self) -> list[Any]:
         return [getattr(self, f) for f in _ITEM_FIELDS]
 
     @classmethod
-    def from_wire(cls, row: Sequence) -> OpenLoopItem:
+    def from_wire(cls, row: Sequence[Any]) -> OpenLoopItem:
         item = cls(*row)
         return dataclasses.replace(item, prefix_blocks=tuple(item.prefix_blocks))  # a list after msgpack
 
@@ -140,7 +140,14 @@ class _ItemClient:
         self._inner = inner
         self._d = dispatcher
 
-    def send(self, endpoint: str, body: dict, meta: Any, on_cancel: Callable | None = None, **kw: Any) -> Any:
+    def send(
+        self,
+        endpoint: str,
+        body: dict[str, Any],
+        meta: Any,
+        on_cancel: Callable[[RequestRecord], None] | None = None,
+        **kw: Any,
+    ) -> Any:
         s = _CURRENT.get()
         if s is None:
             return self._inner.send(endpoint, body, meta, on_cancel=on_cancel, **kw)
@@ -217,7 +224,7 @@ class Dispatcher:
         self.t0 = t0
         self.clock = clock
         self.slots = gevent.lock.BoundedSemaphore(max_in_flight) if max_in_flight > 0 else None
-        self.prepare = getattr(user_class, "prepare_item", None)
+        self.prepare: Callable[[OpenLoopItem, Any], Any] | None = getattr(user_class, "prepare_item", None)
         self.prepare_ahead = prepare_ahead
         self.lead = lead
         self.prepared: dict[int, Any] = {}
@@ -260,11 +267,14 @@ class Dispatcher:
         self._finish()
 
     def _prefetch_loop(self) -> None:
+        prepare = self.prepare
+        if prepare is None:  # (started only for a user class that prepares its items)
+            return
         for item in self.items:
             sleep_until(self.t0 + item.due - max(self.prepare_ahead, self.lead), self.clock)
             if item.index not in self.prepared:
                 with contextlib.suppress(Exception):  # the send prepares it again and records why it failed
-                    self.prepared[item.index] = self.prepare(item, self.env)
+                    self.prepared[item.index] = prepare(item, self.env)
             gevent.sleep(0)  # payload building is CPU work: let due sends go first
 
     def _user(self) -> Any:

@@ -73,6 +73,7 @@ from slabench.locust import scrape as locust_scrape
 from slabench.locust import sla as locust_sla
 from slabench.locust.backoff import FIRST_S, MAX_S, Backoff
 from slabench.locust.distributed import fail_at_start, install_port_defaults, set_missing_after, watch_worker_join
+from slabench.locust.env_state import HUB, options, set_hub
 from slabench.locust.heartbeat import HeartbeatThread, worker_state
 from slabench.locust.intake import MSG_STOP, MasterIntake
 from slabench.locust.master_watch import MasterWatch
@@ -205,7 +206,7 @@ def add_options(parser: Any) -> None:
 def check_options(environment: Environment) -> None:
     """The slabench options' ranges, the run id, the API key, the --records path and the --prompts file; raises
     UserError naming the option."""
-    o = environment.parsed_options
+    o = options(environment)
     for name, value, least in (
         ("--max-tokens", o.max_tokens, 1),
         ("--prompt-tokens", o.prompt_tokens, 1),
@@ -238,7 +239,7 @@ def check_options(environment: Environment) -> None:
 
 def cap_run_time(environment: Environment) -> None:
     """SLABENCH_MAX_RUN_S (a smoke run of a printed command) shortens -t, and ends a shape's or an untimed run."""
-    opts = environment.parsed_options
+    opts = options(environment)
     limit = capped(opts.run_time or None)
     if limit is None or limit == opts.run_time:
         return
@@ -248,7 +249,8 @@ def cap_run_time(environment: Environment) -> None:
         runner = environment.runner
 
         def stop_later(**_: Any) -> None:
-            gevent.spawn_later(limit, runner.stop)
+            if runner is not None:
+                gevent.spawn_later(limit, runner.stop)
 
         environment.events.test_start.add_listener(stop_later)
 
@@ -261,12 +263,16 @@ class RecordHub:
     """Per-process record routing; see the module docstring."""
 
     def __init__(self, environment: Environment) -> None:
+        runner = environment.runner
+        assert runner is not None  # made by the init listener, which runs with the runner
         self.env = environment
-        self.opts = environment.parsed_options
-        self.runner = environment.runner
-        self.is_worker = isinstance(self.runner, WorkerRunner)
-        self.is_master = isinstance(self.runner, MasterRunner)
-        self.worker_id = self.runner.client_id if self.is_worker else "local" if not self.is_master else "master"
+        self.opts = options(environment)
+        self.runner = runner
+        self.is_worker = isinstance(runner, WorkerRunner)
+        self.is_master = isinstance(runner, MasterRunner)
+        self.worker_id = (
+            "master" if self.is_master else runner.client_id if isinstance(runner, WorkerRunner) else "local"
+        )
         self.run_id = ""
         self.emitted = 0
         self.status: RunStatus | None = None  # master/local: the last run's run_status.json
@@ -297,13 +303,13 @@ class RecordHub:
         self.run_started: list[Callable[[], None]] = []
         self.run_ended: list[Callable[[], None]] = []
         self.run_open = False  # master/local: from start_run until the whole finish (status, run_ended) is done
-        if self.is_worker:
+        if isinstance(runner, WorkerRunner):
             self.runner.register_message(MSG_RUN, self._on_run)
             self.runner.register_message(MSG_STOP, self._on_stop_request)
             self.shipper = Shipper(self.runner, self.opts.spool_dir, self.worker_id, self._exit_code)
             self.master_watch = MasterWatch(self.runner, self.opts.master_lost_timeout, self.shipper.on_master_lost)
             self.heartbeats = HeartbeatThread(
-                self.runner.master_host, self.runner.master_port, self.worker_id, worker_state(self.runner)
+                runner.master_host, runner.master_port, self.worker_id, worker_state(self.runner)
             )
         else:
             self.store.listeners += [self.saturation.observe, self.refusals.observe, self.failures.observe]
@@ -368,10 +374,11 @@ class RecordHub:
         self.failures.reset()
         self.workers.new_run()
         self.saturation.reset()
-        self.store.open(Path(self.opts.records or f"runs/{self.run_id}/records.jsonl"))
+        records = Path(self.opts.records or f"runs/{self.run_id}/records.jsonl")
+        self.store.open(records)
         self.run_open = True
         # Until the final status replaces it: a process killed mid-run leaves a run that says it did not finish.
-        write_run_status(self.store.path.parent, RunStatus(run_id=self.run_id, finished=False))
+        write_run_status(records.parent, RunStatus(run_id=self.run_id, finished=False))
         if self.env.process_exit_code == ExitCode.INCOMPLETE:  # a previous run's (web UI): this run decides anew
             self.env.process_exit_code = None
         if self.intake is not None:
@@ -507,7 +514,8 @@ class RecordHub:
         if self._provenance is None:
             return None
         self._provenance.join(timeout=0.5)  # collected since the start; never hold the stop for it
-        return self._provenance.value
+        value: dict[str, Any] | None = self._provenance.value
+        return value
 
     def write_status(self, directory: Path) -> RunStatus:
         """`run_status.json` beside the records: counts, the server's count, whether the run is complete, the signs of
@@ -546,7 +554,9 @@ class RecordHub:
         return status
 
 
-def salted(messages: list[dict] | None, prompt: str | None, salt: str) -> tuple[list[dict] | None, str | None]:
+def salted(
+    messages: list[dict[str, Any]] | None, prompt: str | None, salt: str
+) -> tuple[list[dict[str, Any]] | None, str | None]:
     """The request with `[salt] ` before its first words (the first message, or the prompt): copies, never the
     prompt source's own objects, which other requests reuse."""
     tag = f"[{salt}] "
@@ -563,7 +573,7 @@ def salted(messages: list[dict] | None, prompt: str | None, salt: str) -> tuple[
     return [first, *messages[1:]], prompt
 
 
-def summary_line(count: int, path: Path, outcomes: Counter) -> str:
+def summary_line(count: int, path: Path, outcomes: Counter[str]) -> str:
     parts = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items(), key=lambda kv: -kv[1]))
     return f"{count} records → {path} ({parts or 'none'})"
 
@@ -580,7 +590,7 @@ def fire_locust_events(env: Environment, r: RequestRecord) -> None:
         entries = env.stats.entries
         for name, value in (("TTFT", metrics.ttft(r)), ("ITL", metrics.mean_itl(r)), ("TPOT", metrics.tpot(r))):
             if value is not None:
-                entries[(name, "LLM")].log(value * 1000, 0)
+                entries[(name, "LLM")].log(value * 1000, 0)  # type: ignore[arg-type]  # float ms, as Locust's own
     e2e = metrics.e2e(r)
     env.events.request.fire(
         request_type="LLM",
@@ -656,22 +666,22 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     # Registered after the runner's own: Locust fires `quitting` in reverse, so this runs first.
     environment.events.quitting.add_listener(_stop_run_before_quitting)
     hub = RecordHub(environment)
-    environment.slabench = hub
+    set_hub(environment, hub)
+    opts = options(environment)
     if isinstance(runner, WorkerRunner):  # its own environment holds its key
         try:
-            api_key_from_env(environment.parsed_options.api_key_env)
+            api_key_from_env(opts.api_key_env)
         except UserError as e:
             fail_at_start(environment, e)
         return
     try:  # every option and input file now, once, before any load (workers get the master's options)
         check_options(environment)
-        opts = environment.parsed_options
         check_records_path(opts.records, opts.run_id, opts.append)
         cap_run_time(environment)
     except UserError as e:
         fail_at_start(environment, e)
-    watch_worker_join(environment, environment.parsed_options.worker_join_timeout)
-    set_missing_after(environment.parsed_options.worker_missing_after)
+    watch_worker_join(environment, opts.worker_join_timeout)
+    set_missing_after(opts.worker_missing_after)
     if environment.host:
         try:
             parse_base_url(environment.host)
@@ -681,7 +691,7 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     if any(getattr(u, "host", None) for u in environment.user_classes):
         return
     try:
-        hub.simulator = EmbeddedSimulator(sim_args_to_argv(vars(environment.parsed_options), prefix="sim_"))
+        hub.simulator = EmbeddedSimulator(sim_args_to_argv(vars(opts), prefix="sim_"))
         environment.host = hub.simulator.url
     except UserError as e:
         fail_at_start(environment, e)
@@ -696,7 +706,7 @@ def _stop_run_before_quitting(environment: Environment, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         # When another worker leaves first, the master hands its users to the ones still there: a worker that is
         # quitting must not start them (their requests would come after its final batch, and have no record).
-        runner.start_worker = _start_no_users
+        runner.start_worker = _start_no_users  # type: ignore[method-assign]
     if runner is not None and runner.state in (STATE_SPAWNING, STATE_RUNNING):
         runner.stop()
     hub: RecordHub | None = getattr(environment, "slabench", None)
@@ -767,8 +777,10 @@ class LLMUser(User):
         cannot send (a subclass's rules; every item is fine here)."""
 
     def on_start(self) -> None:
-        self.hub: RecordHub = self.environment.slabench
-        self.llm = StreamingClient(self.hub.target(self.host))
+        assert self.host is not None  # --host, the user class's own, or the embedded simulator's (set at init)
+        self.base_url: str = self.host
+        self.hub: RecordHub = getattr(self.environment, HUB)
+        self.llm = StreamingClient(self.hub.target(self.base_url))
         self.user_id = self.hub.next_user_id()
         self.rng = random.Random(f"{self.hub.run_id}/{self.user_id}")
         self.backoff = Backoff(
@@ -780,15 +792,15 @@ class LLMUser(User):
 
     @property
     def model(self) -> str:
-        return self.hub.model(self.host)
+        return self.hub.model(self.base_url)
 
     def body(
         self,
-        messages: list[dict] | None = None,
+        messages: list[dict[str, Any]] | None = None,
         prompt: str | None = None,
         max_tokens: int | None = None,
         **params: Any,
-    ) -> dict:
+    ) -> dict[str, Any]:
         o = self.hub.opts
         if o.prompt_salt:
             messages, prompt = salted(messages, prompt, o.prompt_salt)
@@ -808,7 +820,11 @@ class LLMUser(User):
         return completions_body(self.model, prompt or "", **params)
 
     def request(
-        self, body: dict, grade: Callable[[str], dict] | None = None, headers: dict[str, str] | None = None, **meta: Any
+        self,
+        body: dict[str, Any],
+        grade: Callable[[str], dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
+        **meta: Any,
     ) -> RequestRecord:
         """Send one request and emit its record (exactly once, even if the user is stopped mid-stream).
         `grade(text) -> dict` adds quality fields to the record."""

@@ -75,8 +75,9 @@ def poller_argv(url: str, out: Path, run_id: str, opts: Any, target_host: str | 
     argv = [sys.executable, "-m", "slabench.evidence.scrape", "--url", url, "--out", str(out), "--run-id", run_id]
     argv += ["--interval", str(getattr(opts, "server_metrics_interval", 1.0)), "--stdin-control"]
     same_host = bool(target_host) and urlsplit(url).netloc == urlsplit(target_host).netloc
-    if same_host and getattr(opts, "api_key_env", ""):
-        argv += ["--api-key-env", opts.api_key_env]
+    key_env = getattr(opts, "api_key_env", "")
+    if same_host and key_env:
+        argv += ["--api-key-env", key_env]
     if getattr(opts, "insecure", False):
         argv.append("--insecure")
     return argv

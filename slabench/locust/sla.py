@@ -28,6 +28,7 @@ from locust.env import Environment
 from locust.runners import WorkerRunner
 
 from slabench.core.errors import ExitCode, UserError
+from slabench.locust.env_state import hub_of, options
 
 log = logging.getLogger("slabench.sla")
 
@@ -63,7 +64,7 @@ class SlaHook:
         self.verdict: Any = None
 
     def records_path(self) -> Path | None:
-        return self.env.slabench.store.path
+        return hub_of(self.env).store.path
 
     def run_level(self) -> Any:
         """The load of a plain run (no shape): concurrency = the user count asked for."""
@@ -84,7 +85,7 @@ class SlaHook:
             log.error("slabench sla: no records to grade (expected %s); FAIL", path)
             return 2
         try:
-            merge = self.env.parsed_options.sla_merge_runs
+            merge = options(self.env).sla_merge_runs
             verdict = grade_input(self.loaded, read_single_run(path, self.run_level(), merge))
         except UserError as e:
             log.error("slabench sla: %s", e)
@@ -95,7 +96,7 @@ class SlaHook:
         out = write_verdict(verdict, path)
         log.info("slabench sla: verdict %s → %s", verdict.status, out)
         code = exit_code(verdict)
-        if code == 1 and self.env.parsed_options.sla_allow_conditional:
+        if code == 1 and options(self.env).sla_allow_conditional:
             return 0
         return code
 
@@ -112,8 +113,9 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     except UserError as e:
         log.error("slabench sla: %s", e)
         raise SystemExit(UserError.exit_code) from None
-    environment.slabench_sla = SlaHook(environment, loaded)
-    environment.slabench.run_ended.append(lambda: _grade(environment))  # records closed, run_status.json written
+    hook = SlaHook(environment, loaded)
+    environment.slabench_sla = hook  # type: ignore[attr-defined]  # the web UI's LLM tab shows its verdict
+    hub_of(environment).run_ended.append(lambda: _grade(environment, hook))  # records closed, run_status.json written
 
 
 def _check_one_run(opts: Any) -> None:
@@ -128,9 +130,8 @@ def _check_one_run(opts: Any) -> None:
         )
 
 
-def _grade(environment: Environment) -> None:
-    hook: SlaHook = environment.slabench_sla
-    hub = environment.slabench
+def _grade(environment: Environment, hook: SlaHook) -> None:
+    hub = hub_of(environment)
     if hub.stop_reason:
         log.error("slabench sla: not graded: the run was stopped early (the reason is in the line above)")
         return  # its exit stands (3: a refused key, model or URL; 4: a failing server): not an SLA result

@@ -26,12 +26,14 @@ coefficients, which is what a plan against that server should predict.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from slabench.core.errors import UserError
+from slabench.core.record import RequestRecord
 from slabench.plan.replay import replay, type7
 from slabench.plan.workload import Mix, PlannedLoad
 from slabench.sim.profiles import EngineConfig, EngineOptions, GpuProfile, ModelProfile, StepTime
@@ -95,7 +97,7 @@ def read_run(path: Path) -> MeasuredRun:
     records = read_records(path)
     ok = sorted(
         (r for r in records if r.outcome == "ok" and r.prompt_tokens and r.completion_tokens),
-        key=lambda r: r.sent,
+        key=lambda r: math.inf if r.sent is None else r.sent,  # a record without one is refused below
     )
     if len(ok) < 4:
         raise UserError(f"{path}: {len(ok)} answered request(s) with the server's token counts; need at least 4")
@@ -110,6 +112,7 @@ def read_run(path: Path) -> MeasuredRun:
     first_of: dict[str, int] = {}
     prompt, output, prefix, keys = [], [], [], []
     for i, r in enumerate(ok):
+        assert r.prompt_tokens and r.completion_tokens  # `ok` keeps only records with both
         prompt.append(r.prompt_tokens)
         output.append(r.completion_tokens)
         if r.item_id is not None and r.item_id in first_of:  # the same prompt again: the server's cache has it
@@ -152,6 +155,7 @@ def read_run(path: Path) -> MeasuredRun:
         "throughput_rps": len(ok) / span,
         "output_tokens_per_s": sum(output) / span,
     }
+    assert level is not None  # (a run without its level is sized by its users above)
     run = MeasuredRun(
         str(path.parent if path.name.startswith("records.") else path),
         int(level),
@@ -181,7 +185,7 @@ def measurement_doubts(runs: list[MeasuredRun]) -> list[str]:
     return out
 
 
-def user_gaps(ok: list) -> np.ndarray:
+def user_gaps(ok: list[RequestRecord]) -> np.ndarray:
     """Per request (in send order): the time its user took after it ended to send the next one (0 for a user's last).
     A closed-loop user waits for nothing, but a client short of CPU does: beside vLLM on two cores, users idled up
     to 1.3 s between requests. The replay keeps those gaps, so the server is fitted to the load it really got."""
@@ -190,12 +194,14 @@ def user_gaps(ok: list) -> np.ndarray:
     for i, r in enumerate(ok):
         j = last.get(r.user_id)
         if j is not None:
-            gaps[j] = max(0.0, r.sent - ok[j].end)
+            sent, before = r.sent, ok[j].end
+            assert sent is not None and before is not None  # read_run refuses a record without its times
+            gaps[j] = max(0.0, sent - before)
         last[r.user_id] = i
     return gaps
 
 
-def _kv_samples(path: Path, ok) -> list[tuple[float, float, list[tuple[float, int, int]]]]:
+def _kv_samples(path: Path, ok: list[RequestRecord]) -> list[tuple[float, float, list[tuple[float, int, int]]]]:
     """(scrape time on the records' clock, kv_cache_usage_perc, [(sent, prompt, chunk count)...]) per scrape."""
     metrics = path.parent / "server_metrics.jsonl"
     if not metrics.exists():
@@ -211,10 +217,11 @@ def _kv_samples(path: Path, ok) -> list[tuple[float, float, list[tuple[float, in
         if not usage:
             continue
         t = s["t"] - anchor.wall_sent + anchor.sent  # wall clock → the records' monotonic clock
-        held = []
+        held: list[tuple[float, int, int]] = []
         for r in ok:
-            if r.first_token is not None and r.first_token <= t < r.end:
+            if r.first_token is not None and r.end is not None and r.first_token <= t < r.end:
                 done = sum(1 for c in r.chunk_times if c <= t)
+                assert r.sent is not None and r.prompt_tokens is not None  # read_run keeps only such records
                 held.append((r.sent, r.prompt_tokens, done))
         if held:
             out.append((t, float(usage), held))
@@ -279,10 +286,16 @@ def simulate(run: MeasuredRun, gpu: GpuProfile, model: ModelProfile) -> dict[str
     config = EngineConfig(gpu=gpu, model=model, options=gpu.engine)
     load = PlannedLoad("measured", run.source, run.mix, users=run.users, max_requests=run.requests, after_s=run.after_s)
     p = replay(config, load, 1, drain_timeout=1e6)
+    ttft, e2e = p.figures["ttft_p50"], p.figures["e2e_p50"]
+    if ttft is None or e2e is None:  # every request refused: longer than the model's context
+        raise UserError(
+            f"{run.source}: the model's max_model_len ({model.max_model_len} tokens) is shorter than every request of "
+            f"the run (prompt + max_tokens {run.mix.max_tokens}): give the server's --max-model-len"
+        )
     span = p.end - p.first_arrival
     return {
-        "ttft_p50": p.figures["ttft_p50"],
-        "e2e_p50": p.figures["e2e_p50"],
+        "ttft_p50": ttft,
+        "e2e_p50": e2e,
         "throughput_rps": p.ok / span if span > 0 else math.inf,
         "output_tokens_per_s": p.output_tokens / span if span > 0 else math.inf,
     }
@@ -342,7 +355,9 @@ def fit(runs: list[MeasuredRun], model: ModelProfile, options: EngineOptions, it
     return Fit(best, value, evals, [(run, simulate(run, gpu, model)) for run in runs])
 
 
-def nelder_mead(f, x0: np.ndarray, step: float = 0.5, iterations: int = 200, tol: float = 1e-6):
+def nelder_mead(
+    f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.5, iterations: int = 200, tol: float = 1e-6
+) -> tuple[np.ndarray, float, int]:
     """Minimise f from x0 (the standard reflect / expand / contract / shrink simplex). Returns (x, f(x), calls)."""
     n = len(x0)
     simplex = [np.array(x0, float)] + [np.array(x0, float) + step * np.eye(n)[i] for i in range(n)]

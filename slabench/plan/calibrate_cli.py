@@ -46,7 +46,7 @@ class CalibrationView:
         yield table
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "calibrate",
         help="fit a GPU profile (measured step time, KV cache size) from a sweep of a real server",

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slabench.sla.contract import LoadedContract
 
 LATENCY_KINDS = ("ttft", "itl", "tpot", "e2e")
 RATE_CHECKS = ("error_rate", "incomplete_rate")
@@ -33,7 +37,7 @@ class Check:
         return self.kind in ("ttft", "e2e") and self.quantile is not None
 
 
-def latency_checks(loaded) -> list[Check]:
+def latency_checks(loaded: LoadedContract) -> list[Check]:
     """The checks of a loaded contract (`sla.contract.LoadedContract`) a plan sizes on; a UserError if none."""
     targets = loaded.contract.targets
     out = []
@@ -85,4 +89,4 @@ def binding(judged: list[Judged]) -> Judged | None:
     scored = [j for j in judged if j.margin is not None]
     if not scored:
         return None
-    return min(scored, key=lambda j: j.margin)
+    return min(scored, key=lambda j: math.inf if j.margin is None else j.margin)

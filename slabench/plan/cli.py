@@ -15,18 +15,20 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.extras import missing
 from slabench.core.files import check_output
 from slabench.core.runcap import max_run_s
+from slabench.plan.checks import Check
 from slabench.plan.serving import add_options as add_serving_options
-from slabench.plan.workload import LOADS, capped_load
+from slabench.plan.workload import LOADS, Mix, PlannedLoad, capped_load
 
 DEFAULT_CONTRACT = Path(__file__).resolve().parents[2] / "sla" / "config_sla_example.yaml"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "plan",
         help="fewest replicas per GPU profile meeting the SLA's latency checks under a load, and their cost (no GPU)",
@@ -105,7 +107,7 @@ def _prices(items: list[str]) -> dict[str, float]:
     return out
 
 
-def build_load(args: argparse.Namespace):
+def build_load(args: argparse.Namespace) -> PlannedLoad:
     from slabench.plan import workload as W
 
     kind = args.load or ("queue" if args.queue else "burst")
@@ -121,7 +123,7 @@ def build_load(args: argparse.Namespace):
     if kind in ("burst", "gamma"):
         return W.dataset_load(args.dataset_dir, kind, args.task, jobs)
 
-    def burst_mix():
+    def burst_mix() -> Mix:
         return W.dataset_load(args.dataset_dir, "burst", args.task, jobs).mix
 
     if kind == "queue":
@@ -220,7 +222,9 @@ def run(args: argparse.Namespace) -> int:
         cost = None
         if a.answer is not None:
             p = a.answer.prediction
-            cost = FleetCost(price.per_replica_usd_per_hour, a.replicas, p.drain_s / 3600.0, p.output_tokens, p.ok)
+            cost = FleetCost(
+                price.per_replica_usd_per_hour, a.answer.replicas, p.drain_s / 3600.0, p.output_tokens, p.ok
+            )
         plan.rows.append(Row(a, price, cost))
     plan.seconds = time.perf_counter() - t0
 
@@ -243,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.PASS if met else ExitCode.FAIL
 
 
-def _expected_work(gpu: str, model: str, load, checks, serving: dict) -> int:
+def _expected_work(gpu: str, model: str, load: PlannedLoad, checks: list[Check], serving: dict[str, Any]) -> int:
     from slabench.plan.search import PLAN_ENGINE, first_guess
     from slabench.sim.profiles import load_profile
 
@@ -253,7 +257,7 @@ def _expected_work(gpu: str, model: str, load, checks, serving: dict) -> int:
         return 0  # the model does not fit: answered at once
 
 
-def _finite(x):
+def _finite(x: Any) -> Any:
     """JSON has no infinity: an infinite figure (a request that never finished) is written as the string "inf"."""
     if isinstance(x, dict):
         return {k: _finite(v) for k, v in x.items()}

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from slabench.core.errors import UserError
 from slabench.sim.profiles import GpuProfile
+from slabench.sla.contract import LoadedContract
 from slabench.sla.cost import DeploymentError, ReplicaPrice, replica_price
 
 
@@ -45,7 +46,7 @@ class FleetCost:
         return self.usd_for_load / self.calls * 1e3 if self.calls else math.inf
 
 
-def profile_price(gpu: GpuProfile, loaded, override_usd: float | None = None) -> ReplicaPrice:
+def profile_price(gpu: GpuProfile, loaded: LoadedContract, override_usd: float | None = None) -> ReplicaPrice:
     """One replica of `gpu` priced with the contract's table (`loaded`: `sla.contract.LoadedContract`)."""
     overrides = dict(loaded.contract.prices.overrides_usd_per_hour)
     if not gpu.instances:

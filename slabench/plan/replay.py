@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -117,7 +119,7 @@ class Prediction:
         """From the first arrival until the last request finished."""
         return self.end - self.first_arrival
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "replicas": self.replicas,
             "balancer": self.balancer,
@@ -165,6 +167,7 @@ class _Deadlines:
         # at twice the share the percentile allows (p95: 10 %; p50: 75 %): a fleet that misses narrowly runs to the
         # end, and its figures tell the search how far it is from the target.
         q = check.quantile
+        assert q is not None  # kept for percentile checks only (`Check.per_request_deadline`)
         share = min(2.0 * (1.0 - q), (1.0 - q) + q / 2.0)
         self.limit = max(counted - math.floor((counted - 1) * q), math.ceil(share * counted)) if counted else math.inf
         self.ptr = 0
@@ -187,7 +190,7 @@ def replay(
     load: PlannedLoad,
     replicas: int,
     balancer: str = "round-robin",
-    checks: list[Check] = (),
+    checks: Sequence[Check] = (),
     drain_timeout: float = 300.0,
 ) -> Prediction:
     if balancer not in BALANCERS:
@@ -199,7 +202,7 @@ def replay(
     max_len = config.max_model_len
 
     # -- requests: open loop known up front; closed loop grows as clients send
-    if load.open_loop:
+    if load.offsets is not None:  # open loop
         arrival = [float(t) for t in load.offsets]  # Python floats: engine arithmetic on numpy scalars is slow
         rows = np.asarray(load.rows)
         n_max = len(arrival)
@@ -265,7 +268,8 @@ def replay(
     next_open = 0  # next open-loop arrival index
     n_sent = 0
     if not load.open_loop:
-        for u in range(min(load.users, max_requests)):
+        assert load.users is not None  # a closed loop has its users
+        for u in range(int(min(load.users, max_requests))):
             pending.append((0.0, u, u))
         heapq.heapify(pending)
 
@@ -390,7 +394,21 @@ def replay(
     )
 
 
-def _summarize(replicas, balancer, stopped, arr, first, last, gen, ptok, error, gaps, stop_time, preemptions, sent_to):
+def _summarize(
+    replicas: int,
+    balancer: str,
+    stopped: str | None,
+    arr: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+    gen: np.ndarray,
+    ptok: np.ndarray,
+    error: np.ndarray,
+    gaps: TokenGaps,
+    stop_time: float | None,
+    preemptions: int,
+    sent_to: list[int],
+) -> Prediction:
     n = len(arr)
     served = ~error
     finished = np.isfinite(last) & served

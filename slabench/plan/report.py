@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -26,7 +27,7 @@ class Row:
     cost: FleetCost | None
 
     @property
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[int, float, float | str]:
         if self.cost is None:
             return (1, math.inf, self.answer.gpu.name)
         return (0, self.cost.per_1000_calls, self.cost.usd_per_hour)
@@ -64,7 +65,7 @@ class Plan:
             "infinite TTFT/E2E",
         ]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": PLAN_SCHEMA_VERSION,
             "load": self.load,
@@ -78,9 +79,9 @@ class Plan:
         }
 
 
-def _row_dict(r: Row) -> dict:
+def _row_dict(r: Row) -> dict[str, Any]:
     a = r.answer
-    out: dict = {
+    out: dict[str, Any] = {
         "gpu": a.gpu.name,
         "gpu_description": a.gpu.description,
         "engine": a.engine,
@@ -147,12 +148,12 @@ class PlanView:
 
     def _cells(self) -> list[tuple[str, str, Text, str, str, str, str, str, str, str]]:
         """Per row: GPU, instance, replicas, $/h, $/1M out, $/1k calls, drain, TTFT p95, margin, binding check."""
-        out = []
+        out: list[tuple[str, str, Text, str, str, str, str, str, str, str]] = []
         for r in self.plan.sorted_rows():
             a = r.answer
             itype = r.price.instance_type + (f" ({a.gpu.mig_profile})" if a.gpu.mig_profile else "") if r.price else "—"
             if a.answer is None or r.cost is None:
-                out.append((a.gpu.name, itype, Text("none", style="bold red"), *["—"] * 7))
+                out.append((a.gpu.name, itype, Text("none", style="bold red"), "—", "—", "—", "—", "—", "—", "—"))
                 continue
             p = a.answer.prediction
             b = a.binding
@@ -211,19 +212,23 @@ def plot_png(plan: Plan) -> bytes:
     ax = fig.add_subplot()
     ttft = next((c for c in plan.checks if c.metric == "ttft_p95"), None)
     finite = [
-        p.prediction.figures["ttft_p95"]
+        v
         for r in plan.rows
         for p in r.answer.probes
-        if p.prediction.complete and p.prediction.figures.get("ttft_p95") not in (None, math.inf)
+        if p.prediction.complete and (v := p.prediction.figures.get("ttft_p95")) is not None and v != math.inf
     ]
     top = max(finite + ([ttft.target] if ttft else [])) * 3 if finite else 10.0
     for k, r in enumerate(plan.sorted_rows()):
         probes = r.answer.probes
         if not probes:
             continue
-        done = [p for p in probes if p.prediction.complete and p.prediction.figures.get("ttft_p95") is not None]
-        xs = [p.replicas for p in done]
-        ys = [min(p.prediction.figures["ttft_p95"], top) for p in done]
+        done = [
+            (p.replicas, v)
+            for p in probes
+            if p.prediction.complete and (v := p.prediction.figures.get("ttft_p95")) is not None
+        ]
+        xs = [x for x, _ in done]
+        ys = [min(v, top) for _, v in done]
         (line,) = ax.plot(xs, ys, "o-", ms=4, lw=1.5, label=f"{r.answer.gpu.name}")
         stopped = [p.replicas for p in probes if not p.prediction.complete]
         if stopped:
@@ -252,5 +257,5 @@ def plot_png(plan: Plan) -> bytes:
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     buf = io.BytesIO()
-    FigureCanvasAgg(fig).print_png(buf)
+    FigureCanvasAgg(fig).print_png(buf)  # type: ignore[no-untyped-call]  # the Agg backend is not annotated
     return buf.getvalue()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class Probe:
     def meets(self) -> bool:
         return self.prediction.complete and all(j.meets for j in self.judged)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             **self.prediction.to_dict(),
             "meets": self.meets,
@@ -61,7 +62,7 @@ class Probe:
 class ProfileAnswer:
     gpu: GpuProfile
     model: ModelProfile
-    engine: dict  # EngineConfig.summary()
+    engine: dict[str, Any]  # EngineConfig.summary()
     replicas: int | None = None
     answer: Probe | None = None
     below: Probe | None = None  # one replica fewer (misses), when the answer is > 1
@@ -92,8 +93,9 @@ def first_guess(config: EngineConfig, load: PlannedLoad, checks: list[Check]) ->
     step = ov + (w + kv * batch * ctx) / bw
     per_replica = batch / step  # output tokens per second
     if load.open_loop:
-        demand = out.sum() / max(load.span_s, 1.0)
+        demand = float(out.sum()) / max(load.span_s, 1.0)
         return max(1, math.ceil(demand / per_replica))
+    assert load.users is not None  # a closed loop has its users
     return max(1, math.ceil(load.users / batch))
 
 
@@ -149,10 +151,10 @@ def _interpolate(miss: Probe | None, meet: Probe) -> float | None:
         return None
     worst = max(
         (j for j in miss.judged if not j.meets and j.value is not None and math.isfinite(j.value)),
-        key=lambda j: j.value / j.check.target if j.check.target > 0 else math.inf,
+        key=lambda j: (j.value or 0.0) / j.check.target if j.check.target > 0 else math.inf,
         default=None,
     )
-    if worst is None:
+    if worst is None or worst.value is None:
         return None
     other = next((j for j in meet.judged if j.check.name == worst.check.name), None)
     if other is None or other.value is None or not worst.value > other.value > 0:
@@ -166,7 +168,7 @@ def _scale(probes: dict[int, Probe], hi: int) -> float | None:
     """Below the smallest fleet that meets, where its tightest latency check would reach the target if latency ∝
     replicas^−β: β from it and the next fleet above that meets (same tightest check), else 1."""
 
-    def tightest(p: Probe) -> tuple[str, float] | None:
+    def tightest(p: Probe) -> tuple[float, str] | None:
         ratios = [
             (j.value / j.check.target, j.check.name)
             for j in p.judged
@@ -183,7 +185,8 @@ def _scale(probes: dict[int, Probe], hi: int) -> float | None:
         there = tightest(probes[above])
         if there is not None and there[1] == here[1] and 0 < there[0] < here[0]:
             beta = min(3.0, max(0.3, math.log(here[0] / there[0]) / math.log(above / hi)))
-    return hi * here[0] ** (1.0 / beta)
+    scaled: float = hi * here[0] ** (1.0 / beta)  # (a float power is typed Any)
+    return scaled
 
 
 def floor_figures(config: EngineConfig, load: PlannedLoad, sample: int = 600) -> dict[str, float | None]:
@@ -203,7 +206,7 @@ def plan_profile(
     balancer: str,
     drain_timeout: float,
     max_replicas: int,
-    serving: dict | None = None,
+    serving: dict[str, Any] | None = None,
 ) -> ProfileAnswer:
     """One row of the plan (runs in a worker process: everything here is picklable). `serving`: vLLM flags over the
     profile's own (`slabench.plan.serving`)."""

@@ -45,7 +45,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--prefix-caching", choices=("on", "off"), help="vLLM --enable-prefix-caching (default on)")
 
 
-def _merge(base: dict, over: dict) -> dict:
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
         out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
@@ -54,7 +54,7 @@ def _merge(base: dict, over: dict) -> dict:
 
 def chart_flags(files: list[str], chart_values: Path = CHART_VALUES) -> dict[str, Any]:
     """The capacity flags the chart installs with `files` over its defaults (the defaults alone if none given)."""
-    merged: dict = {}
+    merged: dict[str, Any] = {}
     defaults = [str(chart_values)] if chart_values.is_file() else []  # an installed package has no charts
     for f in [*defaults, *files]:
         doc = load_data(f) or {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -173,8 +173,7 @@ def dataset_load(dataset_dir: str | Path, kind: str, task: str, workers: int = 2
 
     queue = load_queue(dataset_dir, kind)  # type: ignore[arg-type]
     path = resolve_dir(dataset_dir) / QUEUE_FILES[kind]
-    calls = [(q.account, q.seed, q.offset_s, q.index, q.kind) for q in queue]
-    mix = call_mix(calls, task, f"{path} ({task} task)", path.read_bytes(), workers)
+    mix = call_mix(_calls(queue), task, f"{path} ({task} task)", path.read_bytes(), workers)
     offsets = np.array([q.offset_s for q in queue])
     window = offsets[-1] if len(offsets) else 0.0
     return PlannedLoad(
@@ -186,7 +185,19 @@ def dataset_load(dataset_dir: str | Path, kind: str, task: str, workers: int = 2
     )
 
 
-def read_queue(path: str | Path, fmt: str = "auto", window: str = "", block_tokens: int | None = None):
+def _calls(rows: Sequence[QueueItem]) -> list[tuple[str, int, float, int, str]]:
+    """The workload calls (account, seed, offset, index, kind) of queue rows that each name an account and a seed
+    (the dataset's queues; a queue file whose every row does)."""
+    calls = []
+    for r in rows:
+        assert r.account is not None and r.seed is not None  # checked by the caller
+        calls.append((r.account, r.seed, r.offset_s, r.index, r.kind or "queue"))
+    return calls
+
+
+def read_queue(
+    path: str | Path, fmt: str = "auto", window: str = "", block_tokens: int | None = None
+) -> list[QueueItem]:
     """The queue file's rows (`slabench.core.queue`: slabench's own format or a public trace), errors naming
     --queue."""
     from slabench.core.queue import parse_window, read_queue_file
@@ -219,7 +230,7 @@ def shared_prefixes(rows: Sequence[QueueItem], block_tokens: int) -> tuple[np.nd
 def queue_file_load(
     path: str | Path,
     task: str,
-    burst_mix,
+    burst_mix: Callable[[], Mix],
     max_tokens: int = 2048,
     workers: int = 2,
     fmt: str = "auto",
@@ -244,8 +255,7 @@ def queue_file_load(
         )
         how = "its own lengths"
     elif all(r.account is not None and r.seed is not None for r in rows):
-        calls = [(r.account, r.seed, r.offset_s, r.index, r.kind or "queue") for r in rows]
-        mix = call_mix(calls, task, f"{path} ({task} task)", Path(path).read_bytes(), workers)
+        mix = call_mix(_calls(rows), task, f"{path} ({task} task)", Path(path).read_bytes(), workers)
         how = f"its calls, {task} task"
     else:
         mix = burst_mix()

@@ -222,6 +222,7 @@ class LiveAggregator:
         window = counts.figures(self._span(now, window=True))
         lat = {}
         for k in LATENCIES:
+            vals: np.ndarray | list[float]
             if k == "itl":
                 vals = np.concatenate([e.itl for e in entries]) if entries else []
             else:

@@ -66,7 +66,8 @@ class Quantiles:
 
     def _index(self, mags: np.ndarray) -> np.ndarray:
         idx = np.ceil(np.log(np.minimum(mags, MAX_ABS)) / self._log_gamma).astype(np.int64)
-        return np.clip(idx, self._lo, self._hi) - self._lo
+        out: np.ndarray = np.clip(idx, self._lo, self._hi) - self._lo
+        return out
 
     def _fold(self, arr: np.ndarray) -> None:
         small = np.abs(arr) < MIN_ABS

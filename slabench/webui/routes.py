@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import gevent
 from flask import Blueprint, Response, jsonify, request, send_file, stream_with_context
@@ -38,6 +38,7 @@ from slabench.core.record import RequestRecord
 from slabench.core.run_id import check_run_id
 from slabench.core.sinks import check_records_path
 from slabench.evidence.run_status import MeasurementPolicy, saturation_reasons
+from slabench.locust.env_state import options
 from slabench.webui import server_metrics, tab
 from slabench.webui.live import DEFAULT_WINDOW_S, LiveAggregator, Series, series_point, stage_view
 
@@ -47,6 +48,7 @@ STATIC = Path(__file__).parent / "static"
 SAMPLE_S = 2.0  # one chart point per this many seconds
 SLA_MIN_S = 10.0  # regrade at most this often (and at most 1/5 of the time: grading reads every record so far)
 SNAPSHOT_CACHE_S = 1.0  # the UI polls every 2 s; a big window costs ~0.1 s
+View = TypeVar("View", bound=Callable[..., Any])  # a Flask view function
 
 
 def add_options(parser: Any) -> None:
@@ -131,7 +133,8 @@ class LiveView:
         return stage_view(s.get("stage_level"), s.get("stage_unit"), s.get("stage_repeat"), s.get("stage_phase"))
 
     def records_path(self) -> Path | None:
-        return self.hub.store.path
+        path: Path | None = self.hub.store.path
+        return path
 
     def server(self) -> dict[str, Any] | None:
         """The latest scrape of the run's poller (`slabench.locust.scrape`), or None when none runs for this run."""
@@ -251,9 +254,15 @@ class LiveView:
                     yield chunk
 
 
+def _auth(web_ui: Any) -> Callable[[View], View]:
+    """Locust's login check on a view (Locust's web UI is not annotated)."""
+    auth: Callable[[View], View] = web_ui.auth_required_if_enabled
+    return auth
+
+
 def blueprint(view: LiveView, web_ui: Any, base: str) -> Blueprint:
     bp = Blueprint("slabench_live", __name__, url_prefix=f"{base}/slabench")
-    auth = web_ui.auth_required_if_enabled
+    auth = _auth(web_ui)
 
     @bp.route("/")
     @auth
@@ -350,9 +359,9 @@ def _before_swarm(environment: Environment, web_ui: Any) -> Any:
     records file holding an earlier one (the same checks as on the command line; the form's values are not applied
     yet)."""
 
-    @web_ui.auth_required_if_enabled  # say nothing about paths to whoever is not logged in
+    @_auth(web_ui)  # say nothing about paths to whoever is not logged in
     def refuse_bad_start() -> Response | None:
-        opts, form = environment.parsed_options, request.form
+        opts, form = options(environment), request.form
         problem = _host_problem(form)
         if problem is not None:
             log.error("slabench: not started: %s", problem)
@@ -384,7 +393,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         log.warning("slabench: no record hub; the LLM tab is off (install slabench first)")
         return
     view = LiveView(environment, hub)
-    environment.slabench_live = view
+    environment.slabench_live = view  # type: ignore[attr-defined]  # the view, for whoever holds the environment
     hub.store.listeners.append(view.on_record)
     hub.run_started.append(view.start)
     hub.run_ended.append(view.stop)  # the final figures and grade read the closed records

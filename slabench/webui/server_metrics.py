@@ -26,9 +26,11 @@ def last_line(path: Path) -> dict[str, Any] | None:
     for line in reversed(tail.split(b"\n")):
         if line.strip():
             try:
-                return json.loads(line)
+                row = json.loads(line)
             except ValueError:
                 continue  # the first, cut line of the tail, or one being written
+            if isinstance(row, dict):
+                return row
     return None
 
 

@@ -48,7 +48,9 @@ def stage_text(stage: dict[str, Any] | None) -> str:
     return " · ".join(parts) or NO_DATA
 
 
-def rows(snap: dict[str, Any], server: dict[str, Any] | None = None, sla: dict[str, Any] | None = None) -> list[dict]:
+def rows(
+    snap: dict[str, Any], server: dict[str, Any] | None = None, sla: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     w, t = snap["window"], snap["total"]
 
     def row(metric: str, window: str, total: str = "") -> dict[str, str]:

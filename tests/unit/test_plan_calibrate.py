@@ -122,6 +122,14 @@ def test_a_measured_run_is_read_in_send_order_with_its_figures(tmp_path):
     assert run.after_s[:8] == pytest.approx([0.31] * 8) and list(run.after_s[8:]) == [0.0, 0.0]
 
 
+def test_a_max_model_len_shorter_than_every_request_is_one_line_not_a_traceback(tmp_path):
+    write(tmp_path, [record(i, sent=0.3 * i) for i in range(10)])
+    run = read_run(tmp_path / "records.jsonl")
+    model = tiny_model(tmp_path).model_copy(update={"max_model_len": 400})  # the prompts are 500 tokens
+    with pytest.raises(UserError, match=r"max_model_len \(400 tokens\) is shorter than every request"):
+        fit([run], model, OPTIONS, iterations=2)
+
+
 def test_an_answer_with_no_visible_text_is_read_not_a_traceback(tmp_path):
     """The live tier's random model sometimes answers with its end token first: usage says 1 token, no content came,
     so the record has no first token (CI, 2026-12-05: `calibrate --validate` died on it)."""

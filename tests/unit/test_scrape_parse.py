@@ -6,11 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from slabench.core.errors import UserError
 from slabench.evidence.scrape import (
     COUNTERS,
     SIM_COUNTERS,
     NotPrometheus,
+    Scraper,
     deltas,
+    main,
     metrics_url,
     parse,
     series,
@@ -190,6 +193,16 @@ def test_series_gives_gauges_and_token_rates_with_none_for_missing():
 )
 def test_metrics_url_is_the_server_roots(host, url):
     assert metrics_url(host) == url
+
+
+@pytest.mark.parametrize("url", ["localhost:8000/metrics", "http:///metrics", "ftp://h/metrics", "http://h:x/"])
+def test_a_scrape_url_without_a_host_is_one_line_not_a_poll_that_never_succeeds(tmp_path, capsys, url):
+    with pytest.raises(UserError, match="--url"):
+        Scraper(url, tmp_path / "m.jsonl")  # refused when made (before the fix: polled until stopped)
+    assert main(["--url", url, "--out", str(tmp_path / "m.jsonl")]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"slabench: --url {url!r}: ") and "http://127.0.0.1" in err, err
+    assert not (tmp_path / "m.jsonl").exists()
 
 
 def hits(n: float) -> dict:

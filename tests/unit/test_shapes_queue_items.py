@@ -48,6 +48,7 @@ def test_minimal_csv_and_jsonl():
         ("index,offset_s\n1.9,0\n", r"q:2: index: '1.9' is not a whole number ≥ 0"),
         ('{"offset_s": 1}\n{"offset_s": 0}\n', r"q:2: offset 0 is earlier"),
         ('{"offset_s": 1}\n[1]\n', r"q:2: not a JSON object"),
+        ('{"offset_s": 1}\n{"offset_s": 1' + "0" * 5000 + "}\n", r"q:2: not a JSON object \(Exceeds the limit"),
         ('{"offset_s": 1}\n{"account": "A"}\n', r"q:2: no offset_s"),
         ("offset_s\n", r"the queue is empty"),
     ],
