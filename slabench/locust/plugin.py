@@ -809,7 +809,8 @@ class LLMUser(User):
         if messages is not None and o.endpoint == "responses":  # no stream_options: usage always ends the stream
             return responses_body(self.model, messages, max_tokens or o.max_tokens, **params)
         if messages is not None and o.endpoint == "completions":
-            messages, prompt = None, prompt_of(messages)
+            prompt = prompt_of(messages)
+            messages = None
         params.setdefault("max_tokens", max_tokens or o.max_tokens)
         params["stream_options"] = {
             "include_usage": True,
