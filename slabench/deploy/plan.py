@@ -61,6 +61,7 @@ class DeployPlan:
     sweep_processes: int | None = None  # --kind sweep: the config's run.processes (load processes in the Job pod)
     burst_time_scale: float | None = None  # --kind burst: replay this many times faster (every n-th item)
     suite_image: str | None = None  # the suite image you pushed: the Locust pods and the weight-cache init containers
+    serving_image: str | None = None  # the vLLM image (REPO@sha256:... pins it); None: the chart's own
     api_key_secret: str | None = None
     serving_role_arn: str | None = None
     locust_role_arn: str | None = None
@@ -140,6 +141,8 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
         raise UserError("--sweep: a sweep run needs the sweep config file (--kind sweep --sweep sweep.yaml)")
     if plan.sla is None and not _values_mention(plan.locust_values_files, "config"):
         raise UserError("--sla: the run is graded against an SLA contract — pass --sla sla.yaml")
+    if plan.serving_image is not None:
+        parse_image(plan.serving_image, "--serving-image")
     if plan.suite_image is not None:
         parse_image(plan.suite_image)
     elif not dry_run:
@@ -153,11 +156,11 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
     return replace(plan, replicas=replicas, sweep_processes=processes)
 
 
-def parse_image(ref: str) -> dict[str, str]:
+def parse_image(ref: str, flag: str = "--suite-image") -> dict[str, str]:
     """'REPO:TAG' or 'REPO@sha256:...' → the charts' image values (repository, and tag or digest)."""
     m = _IMAGE.match(ref)
     if not m:
-        raise UserError(f"--suite-image: {ref!r} is not REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:<64 hex>")
+        raise UserError(f"{flag}: {ref!r} is not REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:<64 hex>")
     if m["digest"]:
         return {"repository": m["repo"], "digest": m["digest"]}
     return {"repository": m["repo"], "tag": m["tag"], "digest": ""}
@@ -295,6 +298,8 @@ def serving_overrides(plan: DeployPlan) -> Values:
     _put(v, "apiKey.secretName", plan.api_key_secret)
     if plan.suite_image:
         _put(v, "weightCache.image", parse_image(plan.suite_image))
+    if plan.serving_image:
+        _put(v, "image", parse_image(plan.serving_image, "--serving-image"))
     return v
 
 

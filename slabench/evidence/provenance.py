@@ -145,6 +145,47 @@ def _version(labels: dict, full: str, new: str, new_parts: tuple, old: str, old_
     return None
 
 
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def image_digest(image_id: str | None, image: str | None = None) -> str | None:
+    """The content digest a node ran: from the container status's imageID (`repo@sha256:...`, or `sha256:...` on some
+    runtimes), else from an image asked for by digest; None when neither names one (a tag that has not run yet)."""
+    for ref in (image_id, image):
+        m = _DIGEST.search(ref or "")
+        if m:
+            return m.group(0)
+    return None
+
+
+def pod_images(spec: Any, status: Any) -> list[dict[str, Any]]:
+    """Each container's image (init containers too: the weight-cache hydrator runs the suite image) as asked for, the
+    digest the node pulled, and whether it was asked for by digest (pinned) rather than by a tag that can move."""
+    ran = {}
+    for st in [*(getattr(status, "container_statuses", None) or []),
+               *(getattr(status, "init_container_statuses", None) or [])]:  # fmt: skip
+        ran[st.name] = st.image_id
+    out = []
+    for init, containers in ((True, spec.init_containers), (False, spec.containers)):
+        for c in containers or []:
+            out.append(
+                {
+                    "container": c.name,
+                    "init": init,
+                    "image": c.image,
+                    "digest": image_digest(ran.get(c.name), c.image),
+                    "pinned": "@sha256:" in (c.image or ""),
+                }
+            )
+    return out
+
+
+def pod_ready(status: Any) -> bool:
+    """The pod's Ready condition: a scheduled pod that is not Ready serves no traffic."""
+    conditions = getattr(status, "conditions", None) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
 def from_kubernetes(
     selector: str, namespace: str | None = None, api_client: Any = None
 ) -> tuple[list[dict], list[str]]:
@@ -163,7 +204,13 @@ def from_kubernetes(
                 continue
             node = core.read_node(pod.spec.node_name)
             nodes.append(
-                {"pod": pod.metadata.name, "node": pod.spec.node_name, **node_facts(node.metadata.labels or {})}
+                {
+                    "pod": pod.metadata.name,
+                    "node": pod.spec.node_name,
+                    "ready": pod_ready(pod.status),
+                    **node_facts(node.metadata.labels or {}),
+                    "images": pod_images(pod.spec, pod.status),
+                }
             )
         return nodes, ([] if nodes else [f"kubernetes: no scheduled pod matches {selector!r} in {ns}"])
     except Exception as e:  # provenance must never cost the run: say what could not be read

@@ -160,6 +160,71 @@ def test_the_serving_pods_nodes_are_read_through_the_kubernetes_api(tmp_path):
                                                                           "g7e.2xlarge", "2g.48gb")  # fmt: skip
 
 
+VLLM_DIGEST = "sha256:" + "ab" * 32
+SUITE_DIGEST = "sha256:" + "cd" * 32
+
+
+def serving_pod(name: str, node: str | None, ready: bool, vllm_image: str, suite_image: str) -> dict:
+    """A serving pod as the API server returns it once it ran: the images asked for (spec) and the digests the node
+    pulled (status imageID, in containerd's `repo@sha256:` form)."""
+    labels = {"app.kubernetes.io/instance": "vllm-serving", "app.kubernetes.io/component": "server"}
+    spec = {"initContainers": [{"name": "hydrate", "image": suite_image}],
+            "containers": [{"name": "vllm", "image": vllm_image}], **({"nodeName": node} if node else {})}  # fmt: skip
+    status = {
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        "initContainerStatuses": [{"name": "hydrate", "image": suite_image, "imageID": f"ecr/suite@{SUITE_DIGEST}",
+                                   "ready": True, "restartCount": 0}],
+        "containerStatuses": [{"name": "vllm", "image": vllm_image, "ready": ready, "restartCount": 0,
+                               "imageID": f"docker.io/vllm/vllm-openai@{VLLM_DIGEST}"}],
+    }  # fmt: skip
+    meta = {"name": name, "namespace": "slabench", "labels": labels}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def read_serving_pods(tmp_path: Path, *pods: dict) -> list[dict]:
+    from kubernetes import config
+
+    kube = FakeKube().start()
+    try:
+        kube.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-10-0-2-9", "labels": L40S}})
+        for pod in pods:
+            kube.put(pod)
+        cfg = tmp_path / "kubeconfig"
+        cfg.write_text(kube.kubeconfig())
+        api = config.new_client_from_config(config_file=str(cfg))
+        selector = "app.kubernetes.io/instance=vllm-serving,app.kubernetes.io/component=server"
+        nodes, errors = provenance.from_kubernetes(selector, "slabench", api_client=api)
+    finally:
+        kube.stop()
+    assert errors == []
+    return nodes
+
+
+def test_provenance_records_each_serving_containers_image_and_the_digest_the_node_ran(tmp_path):
+    # The vLLM image asked for by tag (a tag can move: the digest says what ran); the suite image pinned by digest.
+    (n,) = read_serving_pods(
+        tmp_path, serving_pod("vllm-serving-a", "ip-10-0-2-9", True, "vllm/vllm-openai:v0.32.0-cu129",
+                              f"ecr/suite@{SUITE_DIGEST}"))  # fmt: skip
+    assert n["ready"] is True
+    assert n["images"] == [
+        {"container": "hydrate", "init": True, "image": f"ecr/suite@{SUITE_DIGEST}", "digest": SUITE_DIGEST,
+         "pinned": True},
+        {"container": "vllm", "init": False, "image": "vllm/vllm-openai:v0.32.0-cu129", "digest": VLLM_DIGEST,
+         "pinned": False},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("image_id", "image", "digest"),
+    [(f"docker.io/vllm/vllm-openai@{VLLM_DIGEST}", "vllm/vllm-openai:v1", VLLM_DIGEST),
+     (VLLM_DIGEST, "vllm/vllm-openai:v1", VLLM_DIGEST),  # some runtimes report the bare digest
+     (None, f"vllm/vllm-openai@{VLLM_DIGEST}", VLLM_DIGEST),  # not run yet, but asked for by digest
+     (None, "vllm/vllm-openai:v1", None), ("", None, None)],
+)  # fmt: skip
+def test_the_digest_comes_from_what_ran_else_from_what_was_pinned(image_id, image, digest):
+    assert provenance.image_digest(image_id, image) == digest
+
+
 def test_outside_a_cluster_the_kubernetes_side_is_an_error_entry_not_a_failure(vllm_like):
     nodes, errors = provenance.from_kubernetes("app=x")
     assert nodes == [] and len(errors) == 1 and errors[0].startswith("kubernetes: ")

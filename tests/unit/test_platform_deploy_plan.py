@@ -87,6 +87,28 @@ def test_one_suite_image_feeds_the_locust_pods_and_the_weight_cache(sla, monkeyp
         plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci")
 
 
+def test_the_vllm_image_can_be_pinned_by_digest_without_editing_a_values_file(sla, monkeypatch, tmp_path):
+    from tests import platform_helpers
+
+    digest = "sha256:" + "ab" * 32
+    p = plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--serving-image", f"vllm/vllm-openai@{digest}")
+    image = serving_overrides(p)["image"]
+    assert image == {"repository": "vllm/vllm-openai", "digest": digest}
+    # the serving chart runs the pinned image (helm merges these values over the chart's tag)
+    values = tmp_path / "v.yaml"
+    values.write_text(yaml.safe_dump({"image": image}))
+    docs = platform_helpers.render(platform_helpers.SERVING, values_files=(values,))
+    vllm = platform_helpers.container(platform_helpers.one(docs, "Deployment"), "vllm")
+    assert vllm["image"] == f"vllm/vllm-openai@{digest}"
+    monkeypatch.setenv("SERVING_IMAGE", "vllm/vllm-openai:v0.32.0-cu129")  # or from the environment, by tag
+    tagged = serving_overrides(plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci"))["image"]
+    assert tagged == {"repository": "vllm/vllm-openai", "tag": "v0.32.0-cu129", "digest": ""}
+    with pytest.raises(UserError, match="--serving-image: 'vllm' is not REGISTRY/REPO:TAG"):
+        plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--serving-image", "vllm")
+    monkeypatch.delenv("SERVING_IMAGE")
+    assert "image" not in serving_overrides(plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci"))
+
+
 def test_merge_values_follows_helm_maps_merge_lists_replace():
     base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
     over = {"a": {"c": [3]}, "e": {"f": 2}}
