@@ -8,10 +8,12 @@ as one for an RTX PRO 6000. Two sources, each optional and each failing into `er
   `vllm:*_info` series of `/metrics` (cache and model configuration labels);
 - inside Kubernetes, when the serving pods' label selector is given (`SLABENCH_SERVING_SELECTOR`, set by the Locust
   chart for `slabench deploy`): each serving pod's node and the labels Karpenter, EKS and the GPU Operator's feature
-  discovery put on it — instance type, GPU product, MIG config and profile, driver and CUDA versions.
+  discovery put on it — instance type, GPU product, MIG config and profile, driver and CUDA versions — whether the
+  pod was Ready, and each container's image with the digest the node ran.
 
 The result goes into `sweep.json` and `run_status.json` as `provenance`; `slabench grade` warns when the contract's
-`deployment.instance_type` is not what served the run (`instance_type_warning`).
+`deployment.instance_type` is not what served the run (`instance_type_warning`) or its `deployment.replicas` is not
+the number of Ready serving pods (`replicas_warning`).
 """
 
 from __future__ import annotations
@@ -233,8 +235,8 @@ def collect(url: str, api_key_env: str | None = None, insecure: bool = False, se
     return out
 
 
-def measured_instance_types(run_path: str | Path) -> list[str] | None:
-    """Instance types recorded in a run's sweep.json or run_status.json (None: nothing recorded)."""
+def recorded_nodes(run_path: str | Path) -> list[dict] | None:
+    """The serving pods recorded in a run's sweep.json or run_status.json (None: no Kubernetes side was recorded)."""
     p = Path(run_path)
     d = p if p.is_dir() else p.parent
     for name in ("sweep.json", "run_status.json"):
@@ -242,11 +244,37 @@ def measured_instance_types(run_path: str | Path) -> list[str] | None:
             data = json.loads((d / name).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        nodes = ((data or {}).get("provenance") or {}).get("nodes") or []
-        types = sorted({n["instance_type"] for n in nodes if isinstance(n, dict) and n.get("instance_type")})
-        if types:
-            return types
+        nodes = ((data if isinstance(data, dict) else {}).get("provenance") or {}).get("nodes") or []
+        nodes = [n for n in nodes if isinstance(n, dict)]
+        if nodes:
+            return nodes
     return None
+
+
+def measured_instance_types(run_path: str | Path) -> list[str] | None:
+    """Instance types recorded in a run's sweep.json or run_status.json (None: nothing recorded)."""
+    types = sorted({n["instance_type"] for n in recorded_nodes(run_path) or [] if n.get("instance_type")})
+    return types or None
+
+
+def serving_replicas(run_path: str | Path) -> int | None:
+    """How many serving pods were Ready when the run recorded its provenance (a record from before readiness was
+    recorded counts every scheduled pod); None when the run recorded no Kubernetes side."""
+    nodes = recorded_nodes(run_path)
+    if nodes is None:
+        return None
+    return sum(1 for n in nodes if n.get("ready", True) is True)
+
+
+def replicas_warning(contract_replicas: int, run_path: str | Path) -> str | None:
+    found = serving_replicas(run_path)
+    if found is None or found == contract_replicas:
+        return None
+    return (
+        f"WARNING: the contract's deployment.replicas is {contract_replicas}, but provenance found {found} Ready "
+        f"serving pod{'s' if found != 1 else ''} (in {run_path}): the verdict and its cost figures are about "
+        f"{contract_replicas} replica{'s' if contract_replicas != 1 else ''}, the load met {found}"
+    )
 
 
 def instance_type_warning(contract_type: str, run_path: str | Path) -> str | None:

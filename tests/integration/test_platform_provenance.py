@@ -261,8 +261,9 @@ def test_sweep_json_and_run_status_record_what_served_the_run(simulator, tmp_pat
     assert status["provenance"]["server"]["models"] == served["models"]
 
 
-def _graded_run(tmp_path: Path, instance_type: str | None) -> Path:
-    """A small sweep (4 users, two repeats) aggregated into its summary.json, served by `instance_type`."""
+def _graded_run(tmp_path: Path, instance_type: str | None, pods: list[dict] | None = None) -> Path:
+    """A small sweep (4 users, two repeats) aggregated into its summary.json, served by `instance_type` (or by the
+    serving pods `pods`, as provenance records them)."""
     from slabench.analysis.aggregate import aggregate, summary_json
     from slabench.core.schema import SWEEP
     from tests.analysis_helpers import rec, write_run
@@ -270,8 +271,8 @@ def _graded_run(tmp_path: Path, instance_type: str | None) -> Path:
     run = tmp_path / "run"
     for repeat in (1, 2):
         write_run(run, 4, repeat, [rec(0.5 * i, ttft=0.1) for i in range(40)])
-    if instance_type:
-        nodes = [{"pod": "vllm-serving-a", "node": "n1", "instance_type": instance_type}]
+    if instance_type or pods:
+        nodes = pods or [{"pod": "vllm-serving-a", "node": "n1", "instance_type": instance_type}]
         sweep = {**SWEEP.stamp(), "provenance": {"server": {}, "nodes": nodes, "errors": []}}
         (run / "sweep.json").write_text(json.dumps(sweep))
     (run / "summary.json").write_text(summary_json(aggregate(run)))
@@ -291,3 +292,46 @@ def test_the_grader_warns_when_the_contract_names_other_hardware(tmp_path, serve
     assert bool(warning) is warned, (p.stdout, p.stderr)
     if warned:
         assert "g7e.2xlarge" in warning[0] and "WARNING" in p.stdout + p.stderr
+
+
+def _pods(ready: list[bool]) -> list[dict]:
+    return [{"pod": f"vllm-serving-{i}", "node": f"n{i}", "instance_type": "g6e.xlarge", "ready": r}
+            for i, r in enumerate(ready)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("contract", "pods", "found"),
+    [(2, _pods([True]), 1),  # the release ran fewer replicas than the contract prices
+     (2, _pods([True, False]), 1),  # one pod scheduled but not Ready: it served nothing
+     (1, _pods([True, True]), 2),
+     (2, _pods([True, True]), None),
+     (2, None, None)],  # outside a cluster: nothing recorded to compare
+)  # fmt: skip
+def test_the_grader_warns_when_the_contracts_replicas_are_not_what_provenance_found(tmp_path, contract, pods, found):
+    run = _graded_run(tmp_path, None, pods)
+    sla = tmp_path / "sla.yaml"
+    deployment = f"deployment: {{instance_type: g6e.xlarge, replicas: {contract}}}\n"
+    sla.write_text(f"name: t\nload: {{concurrency: 4}}\n{deployment}targets: {{ttft_p95_s: {{max: 100}}}}\n")
+    p = subprocess.run([sys.executable, "-m", "slabench", "grade", str(run), "--sla", str(sla)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    notes = json.loads((run / "verdict.json").read_text())["notes"]
+    warning = [n for n in notes if "deployment.replicas" in n]
+    if found is None:
+        assert warning == [], notes
+        return
+    (w,) = warning
+    assert f"deployment.replicas is {contract}, but provenance found {found} Ready serving pod" in w
+    assert "WARNING" in p.stdout + p.stderr
+
+
+def test_deploy_prints_the_verdicts_warnings_next_to_it(tmp_path):
+    import io
+
+    from slabench.deploy.flow import _print_verdict
+
+    note = "WARNING: the contract's deployment.replicas is 2, but provenance found 1 Ready serving pod (in x)"
+    (tmp_path / "verdict.json").write_text(json.dumps({"summary": "PASS (2 checks)", "notes": ["a note", note]}))
+    log = io.StringIO()
+    _print_verdict(tmp_path, log)
+    assert log.getvalue().splitlines() == [f"deploy: verdict: PASS (2 checks) ({tmp_path / 'verdict.json'})",
+                                           f"deploy: {note}"]  # fmt: skip
