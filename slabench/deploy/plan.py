@@ -329,7 +329,7 @@ def locust_overrides(
                                      "limits": {"memory": f"{2 * cores}Gi"}})  # fmt: skip
     # One run id for the records, the S3 prefix and the report (a sweep names its directory with it).
     _put(v, "headless.runId", plan.run_id)
-    _put(v, "headless.extraArgs", run_args(plan, service_url))
+    _put(v, "headless.extraArgs", run_args(plan, service_url, serving_selector))
     if plan.sla:
         _put(v, "config.sla", read_text(plan.sla))
     if plan.sweep:
@@ -339,18 +339,24 @@ def locust_overrides(
     return v
 
 
-def run_args(plan: DeployPlan, service_url: str | None = None) -> list[str]:
+def run_args(plan: DeployPlan, service_url: str | None = None, serving_selector: str | None = None) -> list[str]:
     """The master's own flags for this run: the burst's time scale, and where the server's metrics are scraped."""
     args = ["--burst-time-scale", f"{plan.burst_time_scale:g}"] if plan.burst_time_scale is not None else []
-    if plan.kind != "sweep" and service_url:
-        args += ["--server-metrics", server_metrics_source(plan, service_url)]
+    source = server_metrics_source(plan, service_url, serving_selector)
+    if source:
+        args += ["--server-metrics", source]
     return args
 
 
-def server_metrics_source(plan: DeployPlan, service_url: str) -> str:
-    """The server's /metrics from inside the cluster, never through the ALB (which routes only /v1). Through the
-    Service a scrape reaches one pod at random, so its counters are one replica's only with one replica; with more,
-    no scrape (a crosscheck against a random replica's counters would be wrong)."""
+def server_metrics_source(plan: DeployPlan, service_url: str | None, serving_selector: str | None = None) -> str | None:
+    """The server's /metrics from inside the cluster, never through the ALB (which routes only /v1): each serving
+    pod's own, found by their labels (`pods:SELECTOR`) and summed, however many replicas run. Without the labels, the
+    Service's with one replica (through a Service a scrape reaches a random pod, so with more replicas no scrape: a
+    crosscheck against a random replica's counters would be wrong), and a sweep keeps its own default."""
+    if serving_selector:
+        return f"pods:{serving_selector}"
+    if plan.kind == "sweep" or not service_url:
+        return None
     if (plan.replicas or 1) > 1:
         return "off"
     return f"{service_url.rstrip('/')}/metrics"

@@ -147,6 +147,44 @@ def _version(labels: dict, full: str, new: str, new_parts: tuple, old: str, old_
     return None
 
 
+def kube_api(namespace: str | None = None, api_client: Any = None) -> tuple[Any, str]:
+    """The core API and the namespace to read: with the pod's own service account inside a cluster, else the
+    kubeconfig's current context (KUBECONFIG or ~/.kube/config); the namespace given, else the pod's own."""
+    from kubernetes import client, config
+
+    if api_client is None:
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config()
+        else:
+            api_client = config.new_client_from_config()
+    ns = namespace or os.environ.get(NAMESPACE_ENV)
+    if not ns:
+        ns = SA_NAMESPACE.read_text().strip() if SA_NAMESPACE.is_file() else "default"
+    return client.CoreV1Api(api_client), ns
+
+
+def metrics_port(spec: Any) -> int | None:
+    """The serving container's port: the one named `http` (helm/vllm-serving), else the first declared."""
+    ports = [p for c in spec.containers or [] for p in c.ports or []]
+    named = [p for p in ports if p.name == "http"]
+    return (named or ports)[0].container_port if ports else None
+
+
+def serving_pod_metrics_urls(selector: str, namespace: str | None = None, api_client: Any = None) -> dict[str, str]:
+    """Each running serving pod's own `/metrics` (pod IP and its http port), by pod name: scraped one by one, never
+    through a Service that reaches a random replica. Raises what the API client raises."""
+    core, ns = kube_api(namespace, api_client)
+    urls = {}
+    for pod in core.list_namespaced_pod(ns, label_selector=selector).items:
+        status = pod.status
+        port = metrics_port(pod.spec)
+        if status is None or status.phase != "Running" or not status.pod_ip or port is None:
+            continue
+        host = f"[{status.pod_ip}]" if ":" in status.pod_ip else status.pod_ip
+        urls[pod.metadata.name] = f"http://{host}:{port}/metrics"
+    return urls
+
+
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
@@ -193,12 +231,7 @@ def from_kubernetes(
 ) -> tuple[list[dict], list[str]]:
     """Each serving pod's node, read through the API with the pod's own service account (in-cluster)."""
     try:
-        from kubernetes import client, config
-
-        if api_client is None:
-            config.load_incluster_config()
-        core = client.CoreV1Api(api_client)
-        ns = namespace or os.environ.get(NAMESPACE_ENV) or SA_NAMESPACE.read_text().strip()
+        core, ns = kube_api(namespace, api_client)
         pods = core.list_namespaced_pod(ns, label_selector=selector).items
         nodes = []
         for pod in pods:

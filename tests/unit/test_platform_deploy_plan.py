@@ -229,6 +229,24 @@ def test_server_metrics_come_from_the_service_never_the_alb(sla, tmp_path):
     assert args[args.index("--server-metrics") + 1] == "off"
 
 
+def test_in_the_cluster_every_serving_pod_is_scraped_whatever_the_replicas(sla, sweep, tmp_path):
+    """With the serving pods' labels (what slabench deploy always has), the master scrapes each pod's own /metrics
+    and sums them: two replicas are measured as two, not as a random one per scrape, and not left unscraped."""
+    svc = "http://vllm-serving.slabench.svc:8000"
+    selector = "app.kubernetes.io/instance=vllm-serving,app.kubernetes.io/component=server"
+    two = tmp_path / "two.yaml"
+    two.write_text(
+        SLA.replace("deployment: {instance_type: g6e.xlarge}", "deployment: {instance_type: g6e.xlarge, replicas: 2}")
+    )
+    for argv in (("--sla", str(two)), ("--sla", str(sla), "--target", "alb")):
+        args = locust_overrides(plan(*argv, "--dry-run"), svc, selector, svc)["headless"]["extraArgs"]
+        assert args[args.index("--server-metrics") + 1] == f"pods:{selector}"
+    # a sweep's load processes scrape the same way (slabench sweep --server-metrics passes it to each run)
+    swept = plan("--sla", str(two), "--kind", "sweep", "--sweep", str(sweep), "--dry-run")
+    args = locust_overrides(swept, svc, selector, svc)["headless"]["extraArgs"]
+    assert args[args.index("--server-metrics") + 1] == f"pods:{selector}"
+
+
 def test_sweep_needs_its_config(sla, sweep):
     with pytest.raises(UserError, match="--sweep: a sweep run needs the sweep config"):
         plan("--sla", str(sla), "--kind", "sweep", "--dry-run")
