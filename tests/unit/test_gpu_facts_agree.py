@@ -103,3 +103,27 @@ def test_each_familys_serving_values_fit_its_card_and_are_priced(family: str) ->
     table = load_prices()
     price = replica_price(instance, 1, table, table.default_region, mig_profile=mig)
     assert price.per_replica_usd_per_hour > 0
+
+
+def _figure(cell: str) -> float:
+    """'~1.8 TB/s' → 1800 (GB/s), '~600 GB/s' → 600, '~70 TFLOPS' → 70, '22888' → 22888."""
+    number = float(re.search(r"[\d.]+", cell.replace(",", "")).group(0))  # type: ignore[union-attr]
+    return number * 1000 if "TB/s" in cell else number
+
+
+def test_docs_fleet_md_gpu_table_is_the_facts_tables() -> None:
+    """docs/fleet.md shows the facts; a figure changed in one place and not the other fails here."""
+    rows = {}
+    for line in (ROOT / "docs" / "fleet.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 6 and (m := re.match(r"`([a-z0-9-]+)`", cells[4])):
+            rows[m.group(1)] = cells
+    facts = packaged_facts()
+    shown = {key for key, gpu in facts.gpus.items() if gpu.dense_bf16_tflops is not None}
+    assert set(rows) == shown
+    for key in shown:
+        gpu, cells = facts.gpus[key], rows[key]
+        assert _figure(cells[1]) == gpu.memory_gib, key
+        assert _figure(cells[2]) == gpu.memory_bandwidth_gb_s, key
+        assert _figure(cells[3]) == gpu.dense_bf16_tflops, key
+        assert _figure(cells[5]) == gpu.memory_mib, key
