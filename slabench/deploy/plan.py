@@ -217,7 +217,37 @@ def check_run_configs(plan: DeployPlan) -> tuple[int | None, int | None]:
             f"--serving-values {named}: replicaCount {given} is not the contract's deployment.replicas {want} "
             f"({sources['sla'][1]}) — the run would be graded and priced as {want}; make them agree"
         )
+    _check_instance_family(plan, contract.contract.deployment.instance_type, sources["sla"][1])
     return int(want), processes
+
+
+FAMILY_LABEL = "karpenter.k8s.aws/instance-family"
+
+
+def _check_instance_family(plan: DeployPlan, instance_type: str, sla_name: str) -> None:
+    """The serving values pin the GPU family (`nodeSelector`); the contract is graded and priced on its
+    deployment.instance_type. Two families mean two cards (the GPU facts table names them): refused before any GPU
+    starts, not found by provenance afterwards."""
+    from slabench.fleet.facts import family_gpu, packaged_facts, split_instance_type
+
+    selector = load_values_files(plan.serving_values_files).get("nodeSelector")
+    family = selector.get(FAMILY_LABEL) if isinstance(selector, dict) else None
+    contract_family = split_instance_type(instance_type)[0]
+    if not isinstance(family, str) or family == contract_family:
+        return
+    facts = packaged_facts()
+
+    def card(fam: str) -> str:
+        key = family_gpu(facts, fam)
+        return facts.gpus[key].name if key else "a GPU the facts table does not know"
+
+    named = _values_file_with_key(plan.serving_values_files, "nodeSelector")
+    raise UserError(
+        f"--serving-values {named}: nodeSelector {FAMILY_LABEL} {family} ({card(family)}) is not the family of the "
+        f"contract's deployment.instance_type {instance_type} ({card(contract_family)}, {sla_name}) — the run "
+        f"would be graded and priced on another card; name a {family} size in the contract or use the "
+        f"{contract_family} values"
+    )
 
 
 def _values_file_with_key(files: tuple[Path, ...], key: str) -> Path | None:

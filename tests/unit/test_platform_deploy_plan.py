@@ -175,6 +175,25 @@ def test_the_contracts_replicas_are_set_on_the_release_or_a_different_count_refu
     )
 
 
+def test_the_per_family_values_must_run_the_card_the_contract_names(sla, tmp_path):
+    """The g6 values (an L4) with a contract on g6e.xlarge (an L40S) would grade and price one card's run as
+    another's: refused before any GPU starts; the family's own contract, or values without a family, go."""
+    g6 = ROOT / "helm" / "vllm-serving" / "ci" / "g6-values.yaml"
+    with pytest.raises(UserError) as e:
+        plan("--sla", str(sla), "--dry-run", "--serving-values", str(g6))
+    assert str(e.value).startswith(
+        f"--serving-values {g6}: nodeSelector karpenter.k8s.aws/instance-family g6 (NVIDIA L4) is not the family of "
+        f"the contract's deployment.instance_type g6e.xlarge (NVIDIA L40S, {sla})"
+    )
+    on_g6 = tmp_path / "g6.yaml"
+    on_g6.write_text(SLA.replace("g6e.xlarge", "g6.xlarge"))
+    assert plan("--sla", str(on_g6), "--dry-run", "--serving-values", str(g6)).replicas == 1
+    mig = ROOT / "helm" / "vllm-serving" / "ci" / "g7e-mig-values.yaml"  # a pool and a MIG config, no family
+    two = tmp_path / "two.yaml"
+    two.write_text(SLA.replace("{instance_type: g6e.xlarge}", "{instance_type: g7e.2xlarge, replicas: 2}"))
+    assert plan("--sla", str(two), "--dry-run", "--serving-values", str(mig)).replicas == 2
+
+
 def test_the_default_burst_replays_the_queue_with_the_shape(sla, tmp_path):
     """--kind burst is the seed's open-loop queue (the burst shape), not closed-loop users; a values file's own
     headless.extraArgs are kept before the run's flags."""
