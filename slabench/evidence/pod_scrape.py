@@ -152,7 +152,7 @@ class PodsScraper(Scraper):
         try:
             urls = self.list_pods()
         except Exception as e:  # the API server: transient unless nothing was ever listed
-            raise FetchError(f"listing the serving pods: {type(e).__name__}: {e}", permanent=not self.pods) from None
+            raise FetchError(f"listing them: {type(e).__name__}: {e}", permanent=not self.pods) from None
         self.listed_at = time.monotonic()
         for name in set(self.pods) - set(urls):
             self.pods.pop(name).close()
@@ -162,7 +162,7 @@ class PodsScraper(Scraper):
             if name not in self.pods:
                 self.pods[name] = Scraper(url, self.out, timeout=self.timeout)
         if not self.pods:
-            raise FetchError(f"no running serving pod matches {self.url}", permanent=self.scrapes == 0)
+            raise FetchError("none of them is running", permanent=self.scrapes == 0)
 
     def _read(self, pod: Scraper) -> Snapshot | str:
         try:
@@ -175,7 +175,12 @@ class PodsScraper(Scraper):
 
     def scrape_once(self) -> dict[str, Any]:
         if time.monotonic() - self.listed_at >= self.relist_s:
-            self._relist()
+            try:
+                self._relist()
+            except FetchError:
+                if not self.pods:
+                    raise
+                # the API did not answer this time: scrape the pods known, list again at the next scrape
         t = time.time()
         names = sorted(self.pods)
         jobs = [gevent.spawn(self._read, self.pods[n]) for n in names]
@@ -212,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    from slabench.evidence.provenance import serving_pod_metrics_urls
+    from slabench.evidence.provenance import kube_api, serving_pod_metrics_urls
     from slabench.evidence.scrape import run
 
     p = argparse.ArgumentParser(prog="python -m slabench.evidence.pod_scrape", description=__doc__.split("\n\n")[0])
@@ -227,9 +232,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slabench: --interval {a.interval}: must be > 0 seconds, e.g. --interval 1", file=sys.stderr)
         return 3
     selector, namespace = a.pods, a.namespace
-    scraper = PodsScraper(
-        lambda: serving_pod_metrics_urls(selector, namespace), f"the serving pods ({selector})", a.out, a.run_id
-    )
+    api: list[Any] = []  # one API client for the whole run, made at the first listing (its errors are the lister's)
+
+    def list_pods() -> dict[str, str]:
+        if not api:
+            api.append(kube_api(namespace)[0].api_client)
+        return serving_pod_metrics_urls(selector, namespace, api[0])
+
+    scraper = PodsScraper(list_pods, f"the serving pods {selector}", a.out, a.run_id)
     return run(scraper, a.interval, stdin=sys.stdin if a.stdin_control else None)
 
 

@@ -88,3 +88,39 @@ def test_each_serving_pod_is_scraped_and_the_fleet_is_their_sum(simulator, tmp_p
     assert scrape(a)["slabench_sim_requests_received_total"] == 5  # 2 before the run + 3
     assert rows[-1]["counters"][RECEIVED] - rows[0]["counters"][RECEIVED] == 8
     assert all("gauges" in p for p in rows[-1]["pods"].values())
+
+
+def test_the_pod_list_is_read_again_and_an_api_hiccup_keeps_the_pods_known(simulator, tmp_path: Path, capsys) -> None:
+    from slabench.evidence.pod_scrape import PodsScraper
+
+    a = simulator("--ttft", "0.01", "--itl", "0.001", "--output-tokens", "4")
+    b = simulator("--ttft", "0.01", "--itl", "0.001", "--output-tokens", "4")
+    complete(b, 3)  # b serves before it is listed: a replacement pod that came up mid-run
+    answers: list[dict[str, str] | Exception] = [
+        {"p-a": f"{a}/metrics"},
+        RuntimeError("the API server timed out"),
+        {"p-a": f"{a}/metrics", "p-b": f"{b}/metrics"},
+    ]
+
+    def list_pods() -> dict[str, str]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    scraper = PodsScraper(list_pods, "the serving pods app=vllm", tmp_path / "m.jsonl", relist_s=0)
+    try:
+        first = scraper.scrape_once()
+        complete(a, 2)
+        second = scraper.scrape_once()  # the listing failed: the pods known are scraped
+        third = scraper.scrape_once()  # b appears: all of its requests are the run's
+    finally:
+        scraper.close()
+    assert [sorted(r["pods"]) for r in (first, second, third)] == [["p-a"], ["p-a"], ["p-a", "p-b"]]
+    assert [r["deltas"][RECEIVED] for r in (first, second, third)] == [0, 2, 3]
+    # no serving pod at all at the start: one line, and the run goes on without server metrics
+    empty = PodsScraper(dict, "the serving pods app=none", tmp_path / "n.jsonl")
+    assert empty.try_scrape() is None
+    err = capsys.readouterr().err
+    assert "no server metrics from the serving pods app=none (none of them is running); the run goes on" in err
+    assert not (tmp_path / "n.jsonl").exists()
