@@ -109,14 +109,18 @@ def grade_run_dir(
     loaded = sla if isinstance(sla, LoadedContract) else load_contract(sla)
     if instance_type:
         loaded = loaded.with_instance_type(instance_type)
-    verdict = grade_input(loaded, read_run(run_dir, merge_runs=merge_runs))
-    # The run's recorded hardware and replicas (slabench.evidence.provenance) against the contract's.
+    return with_provenance_notes(grade_input(loaded, read_run(run_dir, merge_runs=merge_runs)), loaded, run_dir)
+
+
+def with_provenance_notes(verdict: Verdict, loaded: LoadedContract, run_path: str | Path) -> Verdict:
+    """The run's recorded hardware and replicas (slabench.evidence.provenance, in its sweep.json or run_status.json
+    beside `run_path`) against the contract's: a WARNING note for each that differs."""
     deployment = loaded.contract.deployment
     warnings = [
         w
         for w in (
-            instance_type_warning(deployment.instance_type, run_dir),
-            replicas_warning(deployment.replicas, run_dir),
+            instance_type_warning(deployment.instance_type, run_path),
+            replicas_warning(deployment.replicas, run_path),
         )
         if w
     ]

@@ -335,3 +335,37 @@ def test_deploy_prints_the_verdicts_warnings_next_to_it(tmp_path):
     _print_verdict(tmp_path, log)
     assert log.getvalue().splitlines() == [f"deploy: verdict: PASS (2 checks) ({tmp_path / 'verdict.json'})",
                                            f"deploy: {note}"]  # fmt: skip
+
+
+def test_an_in_cluster_locust_run_says_when_the_contracts_replicas_are_not_what_served_it(simulator, tmp_path):
+    """The Job's own grading (locust --sla, as slabench deploy runs a burst): the run's provenance found two Ready
+    serving pods, the contract prices one — the verdict says so. The pods are the fake API server's; the load goes to
+    a real simulator."""
+    from tests.locust_run import run_locust
+
+    url = simulator("--ttft", "0.01", "--itl", "0.001", "--output-tokens", "4")
+    kube = FakeKube().start()
+    try:
+        kube.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-10-0-2-9", "labels": L40S}})
+        for name in ("vllm-serving-a", "vllm-serving-b"):
+            kube.put(
+                serving_pod(name, "ip-10-0-2-9", True, "vllm/vllm-openai:v0.32.0-cu129", f"ecr/suite@{SUITE_DIGEST}")
+            )
+        cfg = tmp_path / "kubeconfig"
+        cfg.write_text(kube.kubeconfig())
+        sla = tmp_path / "sla.yaml"
+        sla.write_text("name: t\nload: {concurrency: 1}\ndeployment: {instance_type: g6e.xlarge, replicas: 1}\n"
+                       "targets: {ttft_p95_s: {max: 100}}\n")  # fmt: skip
+        selector = "app.kubernetes.io/instance=vllm-serving,app.kubernetes.io/component=server"
+        env = {**os.environ, "KUBECONFIG": str(cfg), "POD_NAMESPACE": "slabench", "SLABENCH_SERVING_SELECTOR": selector}
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        records = tmp_path / "run" / "records.jsonl"
+        res = run_locust("-f", "locustfiles/chat_replay.py", "--host", url, "-u", "1", "-r", "1", "-t", "3s",
+                         "--max-tokens", "4", "--prompt-tokens", "16", "--records", str(records),
+                         "--sla", str(sla), env=env)  # fmt: skip
+    finally:
+        kube.stop()
+    status = json.loads((records.parent / "run_status.json").read_text())
+    assert [n["pod"] for n in status["provenance"]["nodes"]] == ["vllm-serving-a", "vllm-serving-b"], res.stderr[-2000:]
+    notes = json.loads((records.parent / "verdict.json").read_text())["notes"]
+    assert any("deployment.replicas is 1, but provenance found 2 Ready serving pods" in n for n in notes), notes
