@@ -77,6 +77,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     model.add_argument("--served-model-name", dest="served_name", help="name clients use (--served-model-name)")
     model.add_argument("--weights-s3", help="s3://BUCKET/PREFIX holding MODEL/REVISION/")
     model.add_argument("--serving-role-arn", help="IAM role (IRSA) allowed to read the weights")
+    model.add_argument(
+        "--serving-image",
+        default=os.environ.get("SERVING_IMAGE") or None,
+        help="the vLLM image, REPO@sha256:... to pin it (default $SERVING_IMAGE, else the chart's)",
+    )
     model.add_argument("--serving-values", action="append", type=Path, default=[], help="values file (repeatable)")
     run = p.add_argument_group("run")
     run.add_argument(
@@ -157,6 +162,7 @@ def plan_from_args(args: argparse.Namespace) -> DeployPlan:
         workers=args.workers,
         burst_time_scale=args.burst_time_scale,
         suite_image=args.suite_image,
+        serving_image=args.serving_image,
         api_key_secret=args.api_key_secret,
         serving_role_arn=args.serving_role_arn,
         locust_role_arn=args.locust_role_arn,

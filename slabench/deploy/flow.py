@@ -257,11 +257,16 @@ def _print_verdict(dest: Path, log: TextIO) -> None:
         print(f"deploy: no verdict.json among the results in {dest}", file=log)
         return
     try:
-        summary = json.loads(found[0].read_text(encoding="utf-8"))["summary"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        verdict = json.loads(found[0].read_text(encoding="utf-8"))
+        summary, notes = verdict["summary"], verdict.get("notes") or []
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         print(f"deploy: {found[0]}: unreadable verdict ({type(e).__name__})", file=log)
         return
     print(f"deploy: verdict: {summary} ({found[0]})", file=log)
+    # what the run found differs from what the contract says (hardware, replicas): said next to the verdict
+    for note in notes:
+        if isinstance(note, str) and note.startswith("WARNING"):
+            print(f"deploy: {note}", file=log)
 
 
 def _verdict(plan: DeployPlan, kube: Kube, job: str, log: TextIO) -> int:

@@ -61,6 +61,7 @@ class DeployPlan:
     sweep_processes: int | None = None  # --kind sweep: the config's run.processes (load processes in the Job pod)
     burst_time_scale: float | None = None  # --kind burst: replay this many times faster (every n-th item)
     suite_image: str | None = None  # the suite image you pushed: the Locust pods and the weight-cache init containers
+    serving_image: str | None = None  # the vLLM image (REPO@sha256:... pins it); None: the chart's own
     api_key_secret: str | None = None
     serving_role_arn: str | None = None
     locust_role_arn: str | None = None
@@ -140,6 +141,8 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
         raise UserError("--sweep: a sweep run needs the sweep config file (--kind sweep --sweep sweep.yaml)")
     if plan.sla is None and not _values_mention(plan.locust_values_files, "config"):
         raise UserError("--sla: the run is graded against an SLA contract — pass --sla sla.yaml")
+    if plan.serving_image is not None:
+        parse_image(plan.serving_image, "--serving-image")
     if plan.suite_image is not None:
         parse_image(plan.suite_image)
     elif not dry_run:
@@ -153,11 +156,11 @@ def check_plan(plan: DeployPlan, dry_run: bool) -> DeployPlan:
     return replace(plan, replicas=replicas, sweep_processes=processes)
 
 
-def parse_image(ref: str) -> dict[str, str]:
+def parse_image(ref: str, flag: str = "--suite-image") -> dict[str, str]:
     """'REPO:TAG' or 'REPO@sha256:...' → the charts' image values (repository, and tag or digest)."""
     m = _IMAGE.match(ref)
     if not m:
-        raise UserError(f"--suite-image: {ref!r} is not REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:<64 hex>")
+        raise UserError(f"{flag}: {ref!r} is not REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:<64 hex>")
     if m["digest"]:
         return {"repository": m["repo"], "digest": m["digest"]}
     return {"repository": m["repo"], "tag": m["tag"], "digest": ""}
@@ -214,7 +217,37 @@ def check_run_configs(plan: DeployPlan) -> tuple[int | None, int | None]:
             f"--serving-values {named}: replicaCount {given} is not the contract's deployment.replicas {want} "
             f"({sources['sla'][1]}) — the run would be graded and priced as {want}; make them agree"
         )
+    _check_instance_family(plan, contract.contract.deployment.instance_type, sources["sla"][1])
     return int(want), processes
+
+
+FAMILY_LABEL = "karpenter.k8s.aws/instance-family"
+
+
+def _check_instance_family(plan: DeployPlan, instance_type: str, sla_name: str) -> None:
+    """The serving values pin the GPU family (`nodeSelector`); the contract is graded and priced on its
+    deployment.instance_type. Two families mean two cards (the GPU facts table names them): refused before any GPU
+    starts, not found by provenance afterwards."""
+    from slabench.fleet.facts import family_gpu, packaged_facts, split_instance_type
+
+    selector = load_values_files(plan.serving_values_files).get("nodeSelector")
+    family = selector.get(FAMILY_LABEL) if isinstance(selector, dict) else None
+    contract_family = split_instance_type(instance_type)[0]
+    if not isinstance(family, str) or family == contract_family:
+        return
+    facts = packaged_facts()
+
+    def card(fam: str) -> str:
+        key = family_gpu(facts, fam)
+        return facts.gpus[key].name if key else "a GPU the facts table does not know"
+
+    named = _values_file_with_key(plan.serving_values_files, "nodeSelector")
+    raise UserError(
+        f"--serving-values {named}: nodeSelector {FAMILY_LABEL} {family} ({card(family)}) is not the family of the "
+        f"contract's deployment.instance_type {instance_type} ({card(contract_family)}, {sla_name}) — the run "
+        f"would be graded and priced on another card; name a {family} size in the contract or use the "
+        f"{contract_family} values"
+    )
 
 
 def _values_file_with_key(files: tuple[Path, ...], key: str) -> Path | None:
@@ -295,6 +328,8 @@ def serving_overrides(plan: DeployPlan) -> Values:
     _put(v, "apiKey.secretName", plan.api_key_secret)
     if plan.suite_image:
         _put(v, "weightCache.image", parse_image(plan.suite_image))
+    if plan.serving_image:
+        _put(v, "image", parse_image(plan.serving_image, "--serving-image"))
     return v
 
 
@@ -324,7 +359,7 @@ def locust_overrides(
                                      "limits": {"memory": f"{2 * cores}Gi"}})  # fmt: skip
     # One run id for the records, the S3 prefix and the report (a sweep names its directory with it).
     _put(v, "headless.runId", plan.run_id)
-    _put(v, "headless.extraArgs", run_args(plan, service_url))
+    _put(v, "headless.extraArgs", run_args(plan, service_url, serving_selector))
     if plan.sla:
         _put(v, "config.sla", read_text(plan.sla))
     if plan.sweep:
@@ -334,18 +369,24 @@ def locust_overrides(
     return v
 
 
-def run_args(plan: DeployPlan, service_url: str | None = None) -> list[str]:
+def run_args(plan: DeployPlan, service_url: str | None = None, serving_selector: str | None = None) -> list[str]:
     """The master's own flags for this run: the burst's time scale, and where the server's metrics are scraped."""
     args = ["--burst-time-scale", f"{plan.burst_time_scale:g}"] if plan.burst_time_scale is not None else []
-    if plan.kind != "sweep" and service_url:
-        args += ["--server-metrics", server_metrics_source(plan, service_url)]
+    source = server_metrics_source(plan, service_url, serving_selector)
+    if source:
+        args += ["--server-metrics", source]
     return args
 
 
-def server_metrics_source(plan: DeployPlan, service_url: str) -> str:
-    """The server's /metrics from inside the cluster, never through the ALB (which routes only /v1). Through the
-    Service a scrape reaches one pod at random, so its counters are one replica's only with one replica; with more,
-    no scrape (a crosscheck against a random replica's counters would be wrong)."""
+def server_metrics_source(plan: DeployPlan, service_url: str | None, serving_selector: str | None = None) -> str | None:
+    """The server's /metrics from inside the cluster, never through the ALB (which routes only /v1): each serving
+    pod's own, found by their labels (`pods:SELECTOR`) and summed, however many replicas run. Without the labels, the
+    Service's with one replica (through a Service a scrape reaches a random pod, so with more replicas no scrape: a
+    crosscheck against a random replica's counters would be wrong), and a sweep keeps its own default."""
+    if serving_selector:
+        return f"pods:{serving_selector}"
+    if plan.kind == "sweep" or not service_url:
+        return None
     if (plan.replicas or 1) > 1:
         return "off"
     return f"{service_url.rstrip('/')}/metrics"

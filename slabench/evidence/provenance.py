@@ -8,10 +8,12 @@ as one for an RTX PRO 6000. Two sources, each optional and each failing into `er
   `vllm:*_info` series of `/metrics` (cache and model configuration labels);
 - inside Kubernetes, when the serving pods' label selector is given (`SLABENCH_SERVING_SELECTOR`, set by the Locust
   chart for `slabench deploy`): each serving pod's node and the labels Karpenter, EKS and the GPU Operator's feature
-  discovery put on it — instance type, GPU product, MIG config and profile, driver and CUDA versions.
+  discovery put on it — instance type, GPU product, MIG config and profile, driver and CUDA versions — whether the
+  pod was Ready, and each container's image with the digest the node ran.
 
 The result goes into `sweep.json` and `run_status.json` as `provenance`; `slabench grade` warns when the contract's
-`deployment.instance_type` is not what served the run (`instance_type_warning`).
+`deployment.instance_type` is not what served the run (`instance_type_warning`) or its `deployment.replicas` is not
+the number of Ready serving pods (`replicas_warning`).
 """
 
 from __future__ import annotations
@@ -74,13 +76,24 @@ def from_server(url: str, api_key: str | None = None, insecure: bool = False) ->
     return server, errors
 
 
+def _json_object(body: bytes) -> dict[str, Any]:
+    """A JSON object, or ValueError (said as one of provenance's errors, never a traceback)."""
+    data = json.loads(body)
+    if not isinstance(data, dict):
+        raise ValueError(f"not a JSON object but {type(data).__name__}")
+    return data
+
+
 def _parse_version(body: bytes) -> dict[str, Any]:
-    return {"vllm_version": json.loads(body).get("version")}
+    return {"vllm_version": _json_object(body).get("version")}
 
 
 def _parse_models(body: bytes) -> dict[str, Any]:
     models = []
-    for m in json.loads(body).get("data") or []:
+    data = _json_object(body).get("data") or []
+    for m in data if isinstance(data, list) else []:
+        if not isinstance(m, dict):
+            continue
         models.append(
             {
                 "id": m.get("id"),
@@ -148,17 +161,91 @@ def _version(
     return None
 
 
+def kube_api(namespace: str | None = None, api_client: Any = None) -> tuple[Any, str]:
+    """The core API and the namespace to read: with the pod's own service account inside a cluster, else the
+    kubeconfig's current context (KUBECONFIG or ~/.kube/config); the namespace given, else the pod's own."""
+    from kubernetes import client, config
+
+    if api_client is None:
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config()
+        else:
+            api_client = config.new_client_from_config()
+    ns = namespace or os.environ.get(NAMESPACE_ENV)
+    if not ns:
+        ns = SA_NAMESPACE.read_text().strip() if SA_NAMESPACE.is_file() else "default"
+    return client.CoreV1Api(api_client), ns
+
+
+def metrics_port(spec: Any) -> int | None:
+    """The serving container's port: the one named `http` (helm/vllm-serving), else the first declared."""
+    ports = [p for c in spec.containers or [] for p in c.ports or []]
+    named = [p for p in ports if p.name == "http"]
+    return (named or ports)[0].container_port if ports else None
+
+
+def serving_pod_metrics_urls(selector: str, namespace: str | None = None, api_client: Any = None) -> dict[str, str]:
+    """Each running serving pod's own `/metrics` (pod IP and its http port), by pod name: scraped one by one, never
+    through a Service that reaches a random replica. Raises what the API client raises."""
+    core, ns = kube_api(namespace, api_client)
+    urls = {}
+    for pod in core.list_namespaced_pod(ns, label_selector=selector).items:
+        status = pod.status
+        port = metrics_port(pod.spec)
+        if status is None or status.phase != "Running" or not status.pod_ip or port is None:
+            continue
+        host = f"[{status.pod_ip}]" if ":" in status.pod_ip else status.pod_ip
+        urls[pod.metadata.name] = f"http://{host}:{port}/metrics"
+    return urls
+
+
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def image_digest(image_id: str | None, image: str | None = None) -> str | None:
+    """The content digest a node ran: from the container status's imageID (`repo@sha256:...`, or `sha256:...` on some
+    runtimes), else from an image asked for by digest; None when neither names one (a tag that has not run yet)."""
+    for ref in (image_id, image):
+        m = _DIGEST.search(ref or "")
+        if m:
+            return m.group(0)
+    return None
+
+
+def pod_images(spec: Any, status: Any) -> list[dict[str, Any]]:
+    """Each container's image (init containers too: the weight-cache hydrator runs the suite image) as asked for, the
+    digest the node pulled, and whether it was asked for by digest (pinned) rather than by a tag that can move."""
+    ran = {}
+    for st in [*(getattr(status, "container_statuses", None) or []),
+               *(getattr(status, "init_container_statuses", None) or [])]:  # fmt: skip
+        ran[st.name] = st.image_id
+    out = []
+    for init, containers in ((True, spec.init_containers), (False, spec.containers)):
+        for c in containers or []:
+            out.append(
+                {
+                    "container": c.name,
+                    "init": init,
+                    "image": c.image,
+                    "digest": image_digest(ran.get(c.name), c.image),
+                    "pinned": "@sha256:" in (c.image or ""),
+                }
+            )
+    return out
+
+
+def pod_ready(status: Any) -> bool:
+    """The pod's Ready condition: a scheduled pod that is not Ready serves no traffic."""
+    conditions = getattr(status, "conditions", None) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
 def from_kubernetes(
     selector: str, namespace: str | None = None, api_client: Any = None
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Each serving pod's node, read through the API with the pod's own service account (in-cluster)."""
     try:
-        from kubernetes import client, config
-
-        if api_client is None:
-            config.load_incluster_config()
-        core = client.CoreV1Api(api_client)
-        ns = namespace or os.environ.get(NAMESPACE_ENV) or SA_NAMESPACE.read_text().strip()
+        core, ns = kube_api(namespace, api_client)
         pods = core.list_namespaced_pod(ns, label_selector=selector).items
         nodes = []
         for pod in pods:
@@ -166,8 +253,15 @@ def from_kubernetes(
                 continue
             node = core.read_node(pod.spec.node_name)
             labels = node.metadata.labels if node.metadata else None
-            name = pod.metadata.name if pod.metadata else None
-            nodes.append({"pod": name, "node": pod.spec.node_name, **node_facts(labels or {})})
+            nodes.append(
+                {
+                    "pod": pod.metadata.name if pod.metadata else None,
+                    "node": pod.spec.node_name,
+                    "ready": pod_ready(pod.status),
+                    **node_facts(labels or {}),
+                    "images": pod_images(pod.spec, pod.status),
+                }
+            )
         return nodes, ([] if nodes else [f"kubernetes: no scheduled pod matches {selector!r} in {ns}"])
     except Exception as e:  # provenance must never cost the run: say what could not be read
         return [], [f"kubernetes: {type(e).__name__}: {getattr(e, 'reason', None) or e}"]
@@ -191,8 +285,8 @@ def collect(
     return out
 
 
-def measured_instance_types(run_path: str | Path) -> list[str] | None:
-    """Instance types recorded in a run's sweep.json or run_status.json (None: nothing recorded)."""
+def recorded_nodes(run_path: str | Path) -> list[dict[str, Any]] | None:
+    """The serving pods recorded in a run's sweep.json or run_status.json (None: no Kubernetes side was recorded)."""
     p = Path(run_path)
     d = p if p.is_dir() else p.parent
     for name in ("sweep.json", "run_status.json"):
@@ -200,11 +294,37 @@ def measured_instance_types(run_path: str | Path) -> list[str] | None:
             data = json.loads((d / name).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        nodes = ((data or {}).get("provenance") or {}).get("nodes") or []
-        types = sorted({n["instance_type"] for n in nodes if isinstance(n, dict) and n.get("instance_type")})
-        if types:
-            return types
+        nodes = ((data if isinstance(data, dict) else {}).get("provenance") or {}).get("nodes") or []
+        nodes = [n for n in nodes if isinstance(n, dict)]
+        if nodes:
+            return nodes
     return None
+
+
+def measured_instance_types(run_path: str | Path) -> list[str] | None:
+    """Instance types recorded in a run's sweep.json or run_status.json (None: nothing recorded)."""
+    types = sorted({n["instance_type"] for n in recorded_nodes(run_path) or [] if n.get("instance_type")})
+    return types or None
+
+
+def serving_replicas(run_path: str | Path) -> int | None:
+    """How many serving pods were Ready when the run recorded its provenance (a record from before readiness was
+    recorded counts every scheduled pod); None when the run recorded no Kubernetes side."""
+    nodes = recorded_nodes(run_path)
+    if nodes is None:
+        return None
+    return sum(1 for n in nodes if n.get("ready", True) is True)
+
+
+def replicas_warning(contract_replicas: int, run_path: str | Path) -> str | None:
+    found = serving_replicas(run_path)
+    if found is None or found == contract_replicas:
+        return None
+    return (
+        f"WARNING: the contract's deployment.replicas is {contract_replicas}, but provenance found {found} Ready "
+        f"serving pod{'s' if found != 1 else ''} (in {run_path}): the verdict and its cost figures are about "
+        f"{contract_replicas} replica{'s' if contract_replicas != 1 else ''}, the load met {found}"
+    )
 
 
 def instance_type_warning(contract_type: str, run_path: str | Path) -> str | None:

@@ -28,6 +28,7 @@ import argparse
 import itertools
 import json
 import math
+import os
 import select
 import signal
 import sys
@@ -35,6 +36,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import gevent
 from prometheus_client.parser import text_string_to_metric_families
@@ -42,6 +44,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from slabench.core.boundary import loads
 from slabench.core.errors import UserError
 from slabench.core.files import read_text
+from slabench.evidence.provenance import SELECTOR_ENV
 
 SCHEMA_VERSION = 1
 FIRST_SCRAPE_TIMEOUT_S = 2.0  # the baseline scrape, taken before any user starts
@@ -307,6 +310,33 @@ def metrics_url(base_url: str) -> str:
     return f"{scheme}://{netloc}{prefix}/metrics"
 
 
+def pods_selector(value: str) -> str | None:
+    """The serving pods' label selector of a `pods` / `pods:SELECTOR` value ("" when none is known); None: not one."""
+    v = value.strip()
+    if v == "pods":
+        return os.environ.get(SELECTOR_ENV, "").strip()
+    return v.removeprefix("pods:").strip() if v.startswith("pods:") else None
+
+
+def check_option(value: str) -> str | None:
+    """What is wrong with a --server-metrics value, or None."""
+    v = value.strip()
+    if not v or v.lower() == "off":
+        return None
+    selector = pods_selector(v)
+    if selector is not None:
+        if not selector:
+            return (
+                f"--server-metrics {v!r}: no serving pods' label selector — set {SELECTOR_ENV} (the Locust chart "
+                "does for slabench deploy) or give pods:SELECTOR, e.g. pods:app.kubernetes.io/instance=vllm-serving"
+            )
+        return None
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"--server-metrics {v!r}: expected 'off', 'pods' or a URL like http://10.0.0.5:8000/metrics"
+    return None
+
+
 # -- the poller -----------------------------------------------------------------------------------------------------
 class FetchError(Exception):
     def __init__(self, message: str, permanent: bool) -> None:
@@ -327,8 +357,6 @@ class Scraper:
         timeout: float = 5.0,
         first_timeout: float = FIRST_SCRAPE_TIMEOUT_S,
     ) -> None:
-        from urllib.parse import urlsplit
-
         from geventhttpclient import HTTPClient
 
         parts = urlsplit(url)
@@ -379,14 +407,17 @@ class Scraper:
         snap = parse(text)
         row = {"schema_version": SCHEMA_VERSION, "run_id": self.run_id, "t": t, "t_recv": t_recv, **snap}
         row["deltas"] = deltas(self.prev, snap)
+        self._write(row)
+        self.prev = snap
+        self.scrapes += 1
+        return row
+
+    def _write(self, row: dict[str, Any]) -> None:
         if self._file is None:
             self.out.parent.mkdir(parents=True, exist_ok=True)
             self._file = self.out.open("a", encoding="utf-8")
         self._file.write(json.dumps(row, separators=(",", ":")) + "\n")
         self._file.flush()
-        self.prev = snap
-        self.scrapes += 1
-        return row
 
     def try_scrape(self) -> bool | None:
         """True: scraped; False: failed, try again; None: this server has no metrics, stop asking."""

@@ -4,6 +4,7 @@ strict models, plus the pure look-ups the rules need."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from importlib import resources
 from itertools import pairwise
 from pathlib import Path
@@ -42,6 +43,12 @@ class GpuFacts(StrictModel):
     name: str
     compute_capability: str
     memory_gib: int = Field(gt=0)
+    # The simulator's roofline inputs (approximate public figures): what the node reports as its GPU memory, and the
+    # card's peak memory bandwidth and dense BF16 tensor throughput. A GPU only the fleet check knows may omit them.
+    memory_mib: int | None = Field(None, gt=0)
+    memory_bandwidth_gb_s: float | None = Field(None, gt=0)
+    dense_bf16_tflops: float | None = Field(None, gt=0)
+    figures_source: str | None = None
     gfd_products: tuple[str, ...] = ()
     source: str
     mig: MigFacts | None = None
@@ -118,6 +125,7 @@ class FleetFacts(StrictModel):
         cited += [self.nvcc_targets.source] + [f.source for f in self.instance_families.values()]
         for gpu in self.gpus.values():
             cited += [gpu.source] + ([gpu.mig.source] if gpu.mig else [])
+            cited += [gpu.figures_source] if gpu.figures_source else []
         missing = sorted(set(cited) - set(self.sources))
         if missing:
             raise ValueError(f"cites unknown sources {missing}; add them under `sources`")
@@ -137,6 +145,18 @@ def default_facts_path() -> Path:
 def load_facts(path: str | Path | None = None) -> FleetFacts:
     """Load the facts table (the packaged one unless `path` is given); mistakes become one-line UserErrors."""
     return load_model(path or default_facts_path(), FleetFacts)
+
+
+@cache
+def packaged_facts() -> FleetFacts:
+    """The packaged table, loaded once: what the simulator's profiles and the tests read."""
+    return load_facts()
+
+
+def family_gpu(facts: FleetFacts, family: str) -> str | None:
+    """The gpu key of an EC2 instance family (None if the table does not know the family)."""
+    fam = facts.instance_families.get(family)
+    return fam.gpu if fam else None
 
 
 # --- look-ups (pure) ---------------------------------------------------------------------------------------------

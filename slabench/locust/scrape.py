@@ -4,7 +4,10 @@ When the record hub has started a run (its `run_started`: the sink is open, no u
 (`python -m slabench.evidence.scrape`) takes the baseline scrape, then one a second; when the hub stops the run it
 takes the closing scrape (`stop_scrape`) and exits, leaving `server_metrics.jsonl` beside the records.
 
-Options: `--server-metrics URL|off` (default: the --host's `/metrics`), `--server-metrics-interval S` (default 1).
+Options: `--server-metrics URL|pods|pods:SELECTOR|off` (default: the --host's `/metrics`), `--server-metrics-interval
+S` (default 1). `pods` scrapes every serving pod's own `/metrics` (found through the Kubernetes API by the label
+selector in SLABENCH_SERVING_SELECTOR, or the one given) and sums them (`slabench.evidence.pod_scrape`): inside a
+cluster with more than one replica, a Service would reach a random one per scrape.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from locust import events
 from locust.runners import WorkerRunner
 
 from slabench.core.errors import UserError
-from slabench.evidence.scrape import FILE_NAME, metrics_url
+from slabench.evidence.scrape import FILE_NAME, check_option, metrics_url, pods_selector
 
 log = logging.getLogger("slabench")
 READY_TIMEOUT_S = 20.0
@@ -33,20 +36,10 @@ def add_options(parser: Any) -> None:
     g.add_argument(
         "--server-metrics",
         default="",
-        help="Prometheus URL to scrape during the run ('off' to skip); default: the target's /metrics",
+        help="Prometheus URL to scrape during the run, 'pods' (every serving pod's, in a cluster) or 'off'; "
+        "default: the target's /metrics",
     )
     g.add_argument("--server-metrics-interval", type=float, default=1.0, help="seconds between scrapes")
-
-
-def check_option(value: str) -> str | None:
-    """What is wrong with a --server-metrics value, or None."""
-    v = value.strip()
-    if not v or v.lower() == "off":
-        return None
-    parts = urlsplit(v)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"--server-metrics {v!r}: expected 'off' or a URL like http://10.0.0.5:8000/metrics"
-    return None
 
 
 def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
@@ -72,8 +65,13 @@ def target_url(environment: Any) -> str | None:
 def poller_argv(url: str, out: Path, run_id: str, opts: Any, target_host: str | None) -> list[str]:
     """The poller's command line. The API key goes (by variable name, never on argv) only to the target's own
     host: a --server-metrics URL elsewhere must not receive it."""
+    interval = ["--interval", str(getattr(opts, "server_metrics_interval", 1.0)), "--stdin-control"]
+    selector = pods_selector(url)
+    if selector:  # each pod's own /metrics, by IP: no API key (vLLM's key guards /v1 only)
+        return [sys.executable, "-m", "slabench.evidence.pod_scrape", "--pods", selector, "--out", str(out),
+                "--run-id", run_id, *interval]  # fmt: skip
     argv = [sys.executable, "-m", "slabench.evidence.scrape", "--url", url, "--out", str(out), "--run-id", run_id]
-    argv += ["--interval", str(getattr(opts, "server_metrics_interval", 1.0)), "--stdin-control"]
+    argv += interval
     same_host = bool(target_host) and urlsplit(url).netloc == urlsplit(target_host).netloc
     key_env = getattr(opts, "api_key_env", "")
     if same_host and key_env:

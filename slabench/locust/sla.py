@@ -77,7 +77,13 @@ class SlaHook:
 
     def grade(self) -> int:
         """Grade the finished run; return the exit code to use."""
-        from slabench.sla.grade_run import exit_code, grade_input, read_single_run, write_verdict
+        from slabench.sla.grade_run import (
+            exit_code,
+            grade_input,
+            read_single_run,
+            with_provenance_notes,
+            write_verdict,
+        )
         from slabench.sla.render import verdict_lines
 
         path = self.records_path()
@@ -87,6 +93,8 @@ class SlaHook:
         try:
             merge = options(self.env).sla_merge_runs
             verdict = grade_input(self.loaded, read_single_run(path, self.run_level(), merge))
+            # what served the run (run_status.json's provenance, written before this) against the contract
+            verdict = with_provenance_notes(verdict, self.loaded, path)
         except UserError as e:
             log.error("slabench sla: %s", e)
             return UserError.exit_code

@@ -34,8 +34,8 @@ def add_sim_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
     p.add_argument(
         f"--{prefix}profile",
         default="",
-        help="simulate vLLM on this GPU (a10g, l4, l40s, rtx-pro-6000, rtx-pro-6000-mig-2g.48gb, or a YAML "
-        "path) instead of fixed latencies",
+        help="simulate vLLM on this GPU (a10g, l4, l40s, rtx-pro-4500, rtx-pro-6000, rtx-pro-6000-mig-2g.48gb, or "
+        "a YAML path) instead of fixed latencies",
     )
     p.add_argument(f"--{prefix}model-profile", default="llama-3.1-8b-fp8", help="model profile (name or YAML path)")
     p.add_argument(f"--{prefix}max-num-seqs", type=int, default=None, help="vLLM --max-num-seqs (profile engine)")

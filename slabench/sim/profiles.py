@@ -16,6 +16,7 @@ KV capacity, as vLLM computes it when it profiles memory at start-up:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -25,6 +26,7 @@ from pydantic import ConfigDict, Field, PositiveInt, model_validator
 
 from slabench.core.config import StrictModel, load_model, load_yaml, validate_data
 from slabench.core.errors import UserError
+from slabench.fleet.facts import instance_gpu, packaged_facts
 
 MiB = 1024**2
 GiB = 1024**3
@@ -75,6 +77,10 @@ class GpuProfile(Figures):
     name: str = Field(min_length=1)
     description: str = ""
     source: str = Field(min_length=1, description="where the figures come from (they are approximate)")
+    # The card in the GPU facts table (slabench/fleet/data/gpu_facts.yaml): memory_mib, memory_bandwidth_gb_s,
+    # dense_bf16_tflops and karpenter_gpu_name come from there unless the profile sets them (a MIG profile gets its
+    # slice's share), and every one of `instances` must be an EC2 type with that card.
+    facts_gpu: str | None = None
     instances: tuple[str, ...] = ()  # EC2 types with this card, cheapest first (`slabench plan` prices the first)
     karpenter_gpu_name: str | None = None
     mig_profile: str | None = Field(None, description="a MIG slice of `instances`' card, e.g. 2g.48gb (priced so)")
@@ -94,6 +100,13 @@ class GpuProfile(Figures):
     engine: EngineOptions = EngineOptions()  # this card's deployment flags (defaults: vLLM's)
     step_time: StepTime | None = None  # measured (slabench calibrate): replaces the roofline
 
+    @model_validator(mode="before")
+    @classmethod
+    def _figures_from_facts(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("facts_gpu") is None:
+            return data
+        return {**facts_figures(str(data["facts_gpu"]), data.get("mig_profile"), data.get("instances") or ()), **data}
+
     @model_validator(mode="after")
     def _roofline_or_measured(self) -> GpuProfile:
         need = [] if self.step_time else ["memory_bandwidth_gb_s", "dense_bf16_tflops"]
@@ -106,6 +119,35 @@ class GpuProfile(Figures):
                     "and dense_bf16_tflops; a measured one gives step_time: and engine: num_gpu_blocks_override)"
                 )
         return self
+
+
+def facts_figures(key: str, mig_profile: str | None, instances: Any) -> dict[str, Any]:
+    """A card's roofline figures from the GPU facts table; a MIG slice (e.g. 2g.48gb on a 96 GB card) gets its
+    memory's share of each. Raises ValueError (the profile's validation error) for an unknown card or an instance of
+    another card."""
+    facts = packaged_facts()
+    gpu = facts.gpus.get(key)
+    if gpu is None:
+        raise ValueError(f"facts_gpu: {key!r} is not a GPU of the facts table (known: {', '.join(facts.gpus)})")
+    for itype in instances if isinstance(instances, list | tuple) else ():
+        found = instance_gpu(facts, str(itype))
+        if found is None or found[0] != key:
+            raise ValueError(
+                f"instances: {itype} is not an EC2 type with {key} (the facts table gives "
+                f"{found[0] if found else 'no GPU'} for it)"
+            )
+    share = 1.0
+    if mig_profile:
+        slice_gb = re.fullmatch(r"\d+g\.(\d+)gb.*", str(mig_profile))
+        if slice_gb is None or gpu.mig is None or str(mig_profile) not in gpu.mig.profiles:
+            raise ValueError(f"mig_profile: {mig_profile!r} is not a MIG profile of {key} in the facts table")
+        share = int(slice_gb.group(1)) / gpu.memory_gib
+    figures: dict[str, Any] = {"karpenter_gpu_name": key}
+    for name in ("memory_mib", "memory_bandwidth_gb_s", "dense_bf16_tflops"):
+        value = getattr(gpu, name)
+        if value is not None:
+            figures[name] = round(value * share) if name == "memory_mib" else value * share
+    return figures
 
 
 class ModelProfile(Figures):

@@ -20,7 +20,7 @@ from slabench.analysis.columns import read_table, records_sha256
 from slabench.analysis.recheck import recheck
 from slabench.analysis.summary import SweepSummary
 from slabench.core.errors import ExitCode, UserError
-from slabench.evidence.provenance import instance_type_warning
+from slabench.evidence.provenance import instance_type_warning, replicas_warning
 from slabench.evidence.run_status import Saturation, run_evidence, run_stalls, saturation_reasons
 from slabench.sla.contract import LoadedContract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates, levels_from_summary
@@ -109,10 +109,22 @@ def grade_run_dir(
     loaded = sla if isinstance(sla, LoadedContract) else load_contract(sla)
     if instance_type:
         loaded = loaded.with_instance_type(instance_type)
-    verdict = grade_input(loaded, read_run(run_dir, merge_runs=merge_runs))
-    # The run's recorded hardware (slabench.evidence.provenance) against the contract's.
-    warning = instance_type_warning(loaded.contract.deployment.instance_type, run_dir)
-    return replace(verdict, notes=[*verdict.notes, warning]) if warning else verdict
+    return with_provenance_notes(grade_input(loaded, read_run(run_dir, merge_runs=merge_runs)), loaded, run_dir)
+
+
+def with_provenance_notes(verdict: Verdict, loaded: LoadedContract, run_path: str | Path) -> Verdict:
+    """The run's recorded hardware and replicas (slabench.evidence.provenance, in its sweep.json or run_status.json
+    beside `run_path`) against the contract's: a WARNING note for each that differs."""
+    deployment = loaded.contract.deployment
+    warnings = [
+        w
+        for w in (
+            instance_type_warning(deployment.instance_type, run_path),
+            replicas_warning(deployment.replicas, run_path),
+        )
+        if w
+    ]
+    return replace(verdict, notes=[*verdict.notes, *warnings]) if warnings else verdict
 
 
 def exit_code(verdict: Verdict) -> int:

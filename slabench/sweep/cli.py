@@ -43,6 +43,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--processes", type=int, help="override run.processes (locust --processes)")
     p.add_argument("--no-report", action="store_true", help="only run; aggregate later with `slabench aggregate`")
     p.add_argument(
+        "--server-metrics",
+        metavar="URL|pods|off",
+        help="override where every run scrapes the server's metrics (locust --server-metrics): a URL, 'pods' / "
+        "'pods:SELECTOR' for each serving pod's own in a cluster, or 'off'",
+    )
+    p.add_argument(
         "--search",
         action="store_true",
         help="find the highest concurrency whose latency and error checks (--sla) pass, by bisection between the "
@@ -102,6 +108,14 @@ def _apply_overrides(cfg: SweepConfig, args: argparse.Namespace) -> SweepConfig:
         cfg = cfg.model_copy(update={"target": target})
     if args.output_dir:
         cfg = cfg.model_copy(update={"output_dir": args.output_dir})
+    if getattr(args, "server_metrics", None):
+        from slabench.evidence.scrape import check_option
+
+        problem = check_option(args.server_metrics)
+        if problem:
+            raise UserError(problem)
+        options = {**cfg.locust_options, "server-metrics": args.server_metrics}
+        cfg = cfg.model_copy(update={"locust_options": options})
     return cfg
 
 

@@ -493,12 +493,14 @@ def test_dry_run_prints_exactly_what_helm_template_renders(tmp_path, sla, helm_b
         "weightCache": {"bucket": "slabench-models", "prefix": "models"},
     }))  # fmt: skip
     locust_flags = tmp_path / "locust-flags.yaml"
+    selector = (
+        "app.kubernetes.io/name=vllm-serving,app.kubernetes.io/instance=vllm-serving,app.kubernetes.io/component=server"
+    )
     locust_flags.write_text(yaml.safe_dump({
         "mode": "headless", "targetHost": f"http://vllm-serving.{NS}.svc:8000", "aws": {"region": "eu-west-1"},
-        "provenance": {"servingSelector": "app.kubernetes.io/name=vllm-serving,app.kubernetes.io/instance=vllm-serving,"
-                                          "app.kubernetes.io/component=server"},
+        "provenance": {"servingSelector": selector},
         "headless": {"kind": "burst", "users": 32, "runId": "run-9",
-                     "extraArgs": ["--server-metrics", f"http://vllm-serving.{NS}.svc:8000/metrics"]},
+                     "extraArgs": ["--server-metrics", f"pods:{selector}"]},  # each serving pod's own /metrics
         "workers": {"replicas": 2}, "config": {"sla": sla.read_text()},
         "results": {"s3Uri": "s3://slabench-results/ci/run-9/"},
     }))  # fmt: skip

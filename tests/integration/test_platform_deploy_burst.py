@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -69,14 +70,33 @@ class LocustPods(base.Cluster):
         return [a.replace("/results", str(results)).replace("/config", str(config)) for a in args]
 
     def _env(self, container: dict, ns: str) -> dict[str, str]:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        # The API server as a pod reaches it (here through a kubeconfig instead of the pod's service account).
+        kubeconfig = self.work / "kubeconfig"
+        kubeconfig.write_text(self.kube.kubeconfig())
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "KUBECONFIG": str(kubeconfig)}
+        env.pop("KUBERNETES_SERVICE_HOST", None)
         for e in container.get("env", []):
             if "value" in e:
                 env[e["name"]] = e["value"]
             elif ref := (e.get("valueFrom") or {}).get("secretKeyRef"):
                 secret = self.kube.get("Secret", ns, ref["name"])
                 env[e["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
+            elif (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+                env[e["name"]] = ns  # the downward API
         return env
+
+    def _replicaset_controller(self, kube: FakeKube, obj: dict) -> None:
+        """The serving pods start running on the pod network: their IP is this machine, their http port the
+        simulator's (so a scrape of each pod's own /metrics reaches the simulator standing in for it)."""
+        created = len(self.pods_created)
+        super()._replicaset_controller(kube, obj)
+        for pod in self.pods_created[created:]:
+            for c in pod["spec"]["containers"]:
+                for port in c.get("ports", []):
+                    if port.get("name") == "http":
+                        port["containerPort"] = urlsplit(self.target).port
+            pod["status"].update({"phase": "Running", "podIP": "127.0.0.1"})
+            kube.put(pod)
 
     def _workers_started(self, _: FakeKube, obj: dict) -> None:
         labels = obj["metadata"].get("labels") or {}
@@ -144,7 +164,10 @@ def test_the_burst_replays_the_queue_across_workers_and_prints_the_verdict(kube,
     assert cluster.master_args[:3] == ["locust", "-f", "locustfiles/qa_grading.py,shapes/burst.py"]
     assert cluster.worker_args[:3] == cluster.master_args[:3]
     assert not {"-u", "-r", "-t"} & set(cluster.master_args)
-    metrics = f"http://vllm-serving.{base.NS}.svc:8000/metrics"  # the Service's, not the ALB's
+    # Each serving pod's own /metrics, found by the serving pods' labels: not the ALB's (it routes only /v1), nor the
+    # Service's (a random replica per scrape).
+    metrics = cluster.master_args[-1]
+    assert metrics.startswith("pods:app.kubernetes.io/")
     assert cluster.master_args[-8:] == ["--run-id", "run-1", "--burst-stride", str(STRIDE), "--burst-time-scale",
                                         str(SCALE), "--server-metrics", metrics]  # fmt: skip
 
@@ -158,6 +181,9 @@ def test_the_burst_replays_the_queue_across_workers_and_prints_the_verdict(kube,
     assert len(shares) == WORKERS and sum(shares.values()) == 100 and max(shares.values()) - min(shares.values()) <= 1
     # Loss and lateness accounted as on one machine: what the server received is what was recorded.
     status = json.loads((local / "run_status.json").read_text())
+    scrapes = [json.loads(line) for line in (local / "server_metrics.jsonl").read_text().splitlines()]
+    (serving_pod,) = {p["metadata"]["name"] for p in cluster.pods_created}
+    assert scrapes and all(set(row["pods"]) == {serving_pod} for row in scrapes)
     assert status["accounting"]["unrecorded"] == 0
     assert status["accounting"]["server_received"] == scrape(url)["slabench_sim_requests_received_total"]
     sent = sum(1 for r in records if r.sent is not None)

@@ -134,6 +134,31 @@ def test_what_cannot_be_read_is_said_never_raised(vllm_like):
     assert len(p["errors"]) == 3 and p["server"] == {"url": "http://127.0.0.1:9"}
 
 
+@pytest.mark.parametrize("body", [b"[1, 2]", b'"vllm"', b"null", b'{"data": 5}', b'{"data": ["m", 3]}'])
+def test_json_that_is_not_an_answer_is_said_never_raised(body):
+    """Found by typing: a /version or /v1/models answer that is JSON but not an object was an AttributeError that
+    cost the run its provenance with a greenlet traceback."""
+
+    class Odd(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Odd)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        p = provenance.collect(f"http://127.0.0.1:{server.server_address[1]}", None, selector="")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert p["server"].get("models", []) == [] and p["errors"], p
+
+
 def test_the_serving_pods_nodes_are_read_through_the_kubernetes_api(tmp_path):
     from kubernetes import config
 
@@ -158,6 +183,71 @@ def test_the_serving_pods_nodes_are_read_through_the_kubernetes_api(tmp_path):
     (n,) = nodes  # the pending pod has no node; the other pod is not a serving pod
     assert (n["pod"], n["node"], n["instance_type"], n["mig_profile"]) == ("vllm-serving-a", "ip-10-0-1-5",
                                                                           "g7e.2xlarge", "2g.48gb")  # fmt: skip
+
+
+VLLM_DIGEST = "sha256:" + "ab" * 32
+SUITE_DIGEST = "sha256:" + "cd" * 32
+
+
+def serving_pod(name: str, node: str | None, ready: bool, vllm_image: str, suite_image: str) -> dict:
+    """A serving pod as the API server returns it once it ran: the images asked for (spec) and the digests the node
+    pulled (status imageID, in containerd's `repo@sha256:` form)."""
+    labels = {"app.kubernetes.io/instance": "vllm-serving", "app.kubernetes.io/component": "server"}
+    spec = {"initContainers": [{"name": "hydrate", "image": suite_image}],
+            "containers": [{"name": "vllm", "image": vllm_image}], **({"nodeName": node} if node else {})}  # fmt: skip
+    status = {
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        "initContainerStatuses": [{"name": "hydrate", "image": suite_image, "imageID": f"ecr/suite@{SUITE_DIGEST}",
+                                   "ready": True, "restartCount": 0}],
+        "containerStatuses": [{"name": "vllm", "image": vllm_image, "ready": ready, "restartCount": 0,
+                               "imageID": f"docker.io/vllm/vllm-openai@{VLLM_DIGEST}"}],
+    }  # fmt: skip
+    meta = {"name": name, "namespace": "slabench", "labels": labels}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def read_serving_pods(tmp_path: Path, *pods: dict) -> list[dict]:
+    from kubernetes import config
+
+    kube = FakeKube().start()
+    try:
+        kube.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-10-0-2-9", "labels": L40S}})
+        for pod in pods:
+            kube.put(pod)
+        cfg = tmp_path / "kubeconfig"
+        cfg.write_text(kube.kubeconfig())
+        api = config.new_client_from_config(config_file=str(cfg))
+        selector = "app.kubernetes.io/instance=vllm-serving,app.kubernetes.io/component=server"
+        nodes, errors = provenance.from_kubernetes(selector, "slabench", api_client=api)
+    finally:
+        kube.stop()
+    assert errors == []
+    return nodes
+
+
+def test_provenance_records_each_serving_containers_image_and_the_digest_the_node_ran(tmp_path):
+    # The vLLM image asked for by tag (a tag can move: the digest says what ran); the suite image pinned by digest.
+    (n,) = read_serving_pods(
+        tmp_path, serving_pod("vllm-serving-a", "ip-10-0-2-9", True, "vllm/vllm-openai:v0.32.0-cu129",
+                              f"ecr/suite@{SUITE_DIGEST}"))  # fmt: skip
+    assert n["ready"] is True
+    assert n["images"] == [
+        {"container": "hydrate", "init": True, "image": f"ecr/suite@{SUITE_DIGEST}", "digest": SUITE_DIGEST,
+         "pinned": True},
+        {"container": "vllm", "init": False, "image": "vllm/vllm-openai:v0.32.0-cu129", "digest": VLLM_DIGEST,
+         "pinned": False},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("image_id", "image", "digest"),
+    [(f"docker.io/vllm/vllm-openai@{VLLM_DIGEST}", "vllm/vllm-openai:v1", VLLM_DIGEST),
+     (VLLM_DIGEST, "vllm/vllm-openai:v1", VLLM_DIGEST),  # some runtimes report the bare digest
+     (None, f"vllm/vllm-openai@{VLLM_DIGEST}", VLLM_DIGEST),  # not run yet, but asked for by digest
+     (None, "vllm/vllm-openai:v1", None), ("", None, None)],
+)  # fmt: skip
+def test_the_digest_comes_from_what_ran_else_from_what_was_pinned(image_id, image, digest):
+    assert provenance.image_digest(image_id, image) == digest
 
 
 def test_outside_a_cluster_the_kubernetes_side_is_an_error_entry_not_a_failure(vllm_like):
@@ -196,8 +286,9 @@ def test_sweep_json_and_run_status_record_what_served_the_run(simulator, tmp_pat
     assert status["provenance"]["server"]["models"] == served["models"]
 
 
-def _graded_run(tmp_path: Path, instance_type: str | None) -> Path:
-    """A small sweep (4 users, two repeats) aggregated into its summary.json, served by `instance_type`."""
+def _graded_run(tmp_path: Path, instance_type: str | None, pods: list[dict] | None = None) -> Path:
+    """A small sweep (4 users, two repeats) aggregated into its summary.json, served by `instance_type` (or by the
+    serving pods `pods`, as provenance records them)."""
     from slabench.analysis.aggregate import aggregate, summary_json
     from slabench.core.schema import SWEEP
     from tests.analysis_helpers import rec, write_run
@@ -205,8 +296,8 @@ def _graded_run(tmp_path: Path, instance_type: str | None) -> Path:
     run = tmp_path / "run"
     for repeat in (1, 2):
         write_run(run, 4, repeat, [rec(0.5 * i, ttft=0.1) for i in range(40)])
-    if instance_type:
-        nodes = [{"pod": "vllm-serving-a", "node": "n1", "instance_type": instance_type}]
+    if instance_type or pods:
+        nodes = pods or [{"pod": "vllm-serving-a", "node": "n1", "instance_type": instance_type}]
         sweep = {**SWEEP.stamp(), "provenance": {"server": {}, "nodes": nodes, "errors": []}}
         (run / "sweep.json").write_text(json.dumps(sweep))
     (run / "summary.json").write_text(summary_json(aggregate(run)))
@@ -226,3 +317,80 @@ def test_the_grader_warns_when_the_contract_names_other_hardware(tmp_path, serve
     assert bool(warning) is warned, (p.stdout, p.stderr)
     if warned:
         assert "g7e.2xlarge" in warning[0] and "WARNING" in p.stdout + p.stderr
+
+
+def _pods(ready: list[bool]) -> list[dict]:
+    return [{"pod": f"vllm-serving-{i}", "node": f"n{i}", "instance_type": "g6e.xlarge", "ready": r}
+            for i, r in enumerate(ready)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("contract", "pods", "found"),
+    [(2, _pods([True]), 1),  # the release ran fewer replicas than the contract prices
+     (2, _pods([True, False]), 1),  # one pod scheduled but not Ready: it served nothing
+     (1, _pods([True, True]), 2),
+     (2, _pods([True, True]), None),
+     (2, None, None)],  # outside a cluster: nothing recorded to compare
+)  # fmt: skip
+def test_the_grader_warns_when_the_contracts_replicas_are_not_what_provenance_found(tmp_path, contract, pods, found):
+    run = _graded_run(tmp_path, None, pods)
+    sla = tmp_path / "sla.yaml"
+    deployment = f"deployment: {{instance_type: g6e.xlarge, replicas: {contract}}}\n"
+    sla.write_text(f"name: t\nload: {{concurrency: 4}}\n{deployment}targets: {{ttft_p95_s: {{max: 100}}}}\n")
+    p = subprocess.run([sys.executable, "-m", "slabench", "grade", str(run), "--sla", str(sla)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    notes = json.loads((run / "verdict.json").read_text())["notes"]
+    warning = [n for n in notes if "deployment.replicas" in n]
+    if found is None:
+        assert warning == [], notes
+        return
+    (w,) = warning
+    assert f"deployment.replicas is {contract}, but provenance found {found} Ready serving pod" in w
+    assert "WARNING" in p.stdout + p.stderr
+
+
+def test_deploy_prints_the_verdicts_warnings_next_to_it(tmp_path):
+    import io
+
+    from slabench.deploy.flow import _print_verdict
+
+    note = "WARNING: the contract's deployment.replicas is 2, but provenance found 1 Ready serving pod (in x)"
+    (tmp_path / "verdict.json").write_text(json.dumps({"summary": "PASS (2 checks)", "notes": ["a note", note]}))
+    log = io.StringIO()
+    _print_verdict(tmp_path, log)
+    assert log.getvalue().splitlines() == [f"deploy: verdict: PASS (2 checks) ({tmp_path / 'verdict.json'})",
+                                           f"deploy: {note}"]  # fmt: skip
+
+
+def test_an_in_cluster_locust_run_says_when_the_contracts_replicas_are_not_what_served_it(simulator, tmp_path):
+    """The Job's own grading (locust --sla, as slabench deploy runs a burst): the run's provenance found two Ready
+    serving pods, the contract prices one — the verdict says so. The pods are the fake API server's; the load goes to
+    a real simulator."""
+    from tests.locust_run import run_locust
+
+    url = simulator("--ttft", "0.01", "--itl", "0.001", "--output-tokens", "4")
+    kube = FakeKube().start()
+    try:
+        kube.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-10-0-2-9", "labels": L40S}})
+        for name in ("vllm-serving-a", "vllm-serving-b"):
+            kube.put(
+                serving_pod(name, "ip-10-0-2-9", True, "vllm/vllm-openai:v0.32.0-cu129", f"ecr/suite@{SUITE_DIGEST}")
+            )
+        cfg = tmp_path / "kubeconfig"
+        cfg.write_text(kube.kubeconfig())
+        sla = tmp_path / "sla.yaml"
+        sla.write_text("name: t\nload: {concurrency: 1}\ndeployment: {instance_type: g6e.xlarge, replicas: 1}\n"
+                       "targets: {ttft_p95_s: {max: 100}}\n")  # fmt: skip
+        selector = "app.kubernetes.io/instance=vllm-serving,app.kubernetes.io/component=server"
+        env = {**os.environ, "KUBECONFIG": str(cfg), "POD_NAMESPACE": "slabench", "SLABENCH_SERVING_SELECTOR": selector}
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        records = tmp_path / "run" / "records.jsonl"
+        res = run_locust("-f", "locustfiles/chat_replay.py", "--host", url, "-u", "1", "-r", "1", "-t", "3s",
+                         "--max-tokens", "4", "--prompt-tokens", "16", "--records", str(records),
+                         "--sla", str(sla), env=env)  # fmt: skip
+    finally:
+        kube.stop()
+    status = json.loads((records.parent / "run_status.json").read_text())
+    assert [n["pod"] for n in status["provenance"]["nodes"]] == ["vllm-serving-a", "vllm-serving-b"], res.stderr[-2000:]
+    notes = json.loads((records.parent / "verdict.json").read_text())["notes"]
+    assert any("deployment.replicas is 1, but provenance found 2 Ready serving pods" in n for n in notes), notes

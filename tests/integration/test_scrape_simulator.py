@@ -234,5 +234,5 @@ def test_poller_refuses_a_bad_interval(interval, tmp_path):
 def test_a_malformed_server_metrics_url_is_one_clear_line(tmp_path):
     res, _ = run(tmp_path, "http://127.0.0.1:9", "--server-metrics", "127.0.0.1:8000/metrics", seconds="1s")
     assert res.returncode == 3
-    assert "--server-metrics '127.0.0.1:8000/metrics': expected 'off' or a URL like" in res.stderr
+    assert "--server-metrics '127.0.0.1:8000/metrics': expected 'off', 'pods' or a URL like" in res.stderr
     assert "Traceback" not in res.stderr

@@ -1,6 +1,7 @@
 """`slabench aggregate` / `slabench sweep` as a user meets them: exit codes and one-line messages."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +38,7 @@ def test_aggregate_json_to_stdout(tmp_path, capsys):
         (["sweep", "--config", "{tmp}/good.yaml", "--resume"], "no unfinished sweep named 'g'"),
         (["sweep", "--config", "{tmp}/good.yaml", "--processes", "0"], "--processes must be ≥ 1"),
         (["sweep", "--config", "{tmp}/good.yaml", "--target-url", "ftp://x"], "must be an http:// or https:// URL"),
+        (["sweep", "--config", "{tmp}/good.yaml", "--server-metrics", "10.0.0.5/metrics"], "'off', 'pods' or a URL"),
     ],
 )
 def test_user_mistakes_exit_3_with_one_line(tmp_path, capsys, monkeypatch, argv, message):
@@ -48,3 +50,16 @@ def test_user_mistakes_exit_3_with_one_line(tmp_path, capsys, monkeypatch, argv,
     assert main([a.format(tmp=tmp_path) for a in argv]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("slabench: ") and message in err[0], err
+
+
+def test_a_sweep_can_be_told_where_every_run_scrapes_the_server(tmp_path):
+    """In a cluster (slabench deploy --kind sweep): each serving pod's own /metrics, passed to every locust run."""
+    import argparse
+
+    from slabench.sweep.cli import _apply_overrides
+    from slabench.sweep.config import load_sweep
+
+    (tmp_path / "good.yaml").write_text("name: g\nlevels: [1]\nrun:\n  duration_s: 3\n")
+    cfg = load_sweep(tmp_path / "good.yaml", Path(__file__).resolve().parents[2])
+    args = argparse.Namespace(processes=None, target_url=None, output_dir=None, server_metrics="pods:app=vllm")
+    assert _apply_overrides(cfg, args).locust_options["server-metrics"] == "pods:app=vllm"

@@ -87,6 +87,28 @@ def test_one_suite_image_feeds_the_locust_pods_and_the_weight_cache(sla, monkeyp
         plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci")
 
 
+def test_the_vllm_image_can_be_pinned_by_digest_without_editing_a_values_file(sla, monkeypatch, tmp_path):
+    from tests import platform_helpers
+
+    digest = "sha256:" + "ab" * 32
+    p = plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--serving-image", f"vllm/vllm-openai@{digest}")
+    image = serving_overrides(p)["image"]
+    assert image == {"repository": "vllm/vllm-openai", "digest": digest}
+    # the serving chart runs the pinned image (helm merges these values over the chart's tag)
+    values = tmp_path / "v.yaml"
+    values.write_text(yaml.safe_dump({"image": image}))
+    docs = platform_helpers.render(platform_helpers.SERVING, values_files=(values,))
+    vllm = platform_helpers.container(platform_helpers.one(docs, "Deployment"), "vllm")
+    assert vllm["image"] == f"vllm/vllm-openai@{digest}"
+    monkeypatch.setenv("SERVING_IMAGE", "vllm/vllm-openai:v0.32.0-cu129")  # or from the environment, by tag
+    tagged = serving_overrides(plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci"))["image"]
+    assert tagged == {"repository": "vllm/vllm-openai", "tag": "v0.32.0-cu129", "digest": ""}
+    with pytest.raises(UserError, match="--serving-image: 'vllm' is not REGISTRY/REPO:TAG"):
+        plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--serving-image", "vllm")
+    monkeypatch.delenv("SERVING_IMAGE")
+    assert "image" not in serving_overrides(plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci"))
+
+
 def test_merge_values_follows_helm_maps_merge_lists_replace():
     base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
     over = {"a": {"c": [3]}, "e": {"f": 2}}
@@ -153,6 +175,25 @@ def test_the_contracts_replicas_are_set_on_the_release_or_a_different_count_refu
     )
 
 
+def test_the_per_family_values_must_run_the_card_the_contract_names(sla, tmp_path):
+    """The g6 values (an L4) with a contract on g6e.xlarge (an L40S) would grade and price one card's run as
+    another's: refused before any GPU starts; the family's own contract, or values without a family, go."""
+    g6 = ROOT / "helm" / "vllm-serving" / "ci" / "g6-values.yaml"
+    with pytest.raises(UserError) as e:
+        plan("--sla", str(sla), "--dry-run", "--serving-values", str(g6))
+    assert str(e.value).startswith(
+        f"--serving-values {g6}: nodeSelector karpenter.k8s.aws/instance-family g6 (NVIDIA L4) is not the family of "
+        f"the contract's deployment.instance_type g6e.xlarge (NVIDIA L40S, {sla})"
+    )
+    on_g6 = tmp_path / "g6.yaml"
+    on_g6.write_text(SLA.replace("g6e.xlarge", "g6.xlarge"))
+    assert plan("--sla", str(on_g6), "--dry-run", "--serving-values", str(g6)).replicas == 1
+    mig = ROOT / "helm" / "vllm-serving" / "ci" / "g7e-mig-values.yaml"  # a pool and a MIG config, no family
+    two = tmp_path / "two.yaml"
+    two.write_text(SLA.replace("{instance_type: g6e.xlarge}", "{instance_type: g7e.2xlarge, replicas: 2}"))
+    assert plan("--sla", str(two), "--dry-run", "--serving-values", str(mig)).replicas == 2
+
+
 def test_the_default_burst_replays_the_queue_with_the_shape(sla, tmp_path):
     """--kind burst is the seed's open-loop queue (the burst shape), not closed-loop users; a values file's own
     headless.extraArgs are kept before the run's flags."""
@@ -205,6 +246,24 @@ def test_server_metrics_come_from_the_service_never_the_alb(sla, tmp_path):
     )
     args = locust_overrides(plan("--sla", str(two), "--dry-run"), svc, None, svc)["headless"]["extraArgs"]
     assert args[args.index("--server-metrics") + 1] == "off"
+
+
+def test_in_the_cluster_every_serving_pod_is_scraped_whatever_the_replicas(sla, sweep, tmp_path):
+    """With the serving pods' labels (what slabench deploy always has), the master scrapes each pod's own /metrics
+    and sums them: two replicas are measured as two, not as a random one per scrape, and not left unscraped."""
+    svc = "http://vllm-serving.slabench.svc:8000"
+    selector = "app.kubernetes.io/instance=vllm-serving,app.kubernetes.io/component=server"
+    two = tmp_path / "two.yaml"
+    two.write_text(
+        SLA.replace("deployment: {instance_type: g6e.xlarge}", "deployment: {instance_type: g6e.xlarge, replicas: 2}")
+    )
+    for argv in (("--sla", str(two)), ("--sla", str(sla), "--target", "alb")):
+        args = locust_overrides(plan(*argv, "--dry-run"), svc, selector, svc)["headless"]["extraArgs"]
+        assert args[args.index("--server-metrics") + 1] == f"pods:{selector}"
+    # a sweep's load processes scrape the same way (slabench sweep --server-metrics passes it to each run)
+    swept = plan("--sla", str(two), "--kind", "sweep", "--sweep", str(sweep), "--dry-run")
+    args = locust_overrides(swept, svc, selector, svc)["headless"]["extraArgs"]
+    assert args[args.index("--server-metrics") + 1] == f"pods:{selector}"
 
 
 def test_sweep_needs_its_config(sla, sweep):

@@ -55,4 +55,21 @@ def test_valid_server_metrics_options(value):
 
 @pytest.mark.parametrize("value", ["127.0.0.1:8000/metrics", "metrics", "ftp://h/metrics", "http:///metrics"])
 def test_invalid_server_metrics_options_say_how_to_fix(value):
-    assert "expected 'off' or a URL like http://" in check_option(value)
+    assert "expected 'off', 'pods' or a URL like http://" in check_option(value)
+
+
+SELECTOR = "app.kubernetes.io/instance=vllm-serving,app.kubernetes.io/component=server"
+
+
+def test_pods_scrapes_each_serving_pod_found_by_their_labels(monkeypatch):
+    opts = SimpleNamespace(server_metrics_interval=0.5, api_key_env="KEY_VAR", insecure=False)
+    monkeypatch.setenv("SLABENCH_SERVING_SELECTOR", SELECTOR)  # what the Locust chart sets for slabench deploy
+    for value in ("pods", f"pods:{SELECTOR}"):
+        assert check_option(value) is None
+        assert target_url(env(server_metrics=value)) == value
+        argv = poller_argv(value, Path("o.jsonl"), "r1", opts, "http://vllm-serving.slabench.svc:8000")
+        assert argv[1:5] == ["-m", "slabench.evidence.pod_scrape", "--pods", SELECTOR]
+        assert "--api-key-env" not in argv  # pods are reached by IP; vLLM's key guards /v1 only
+    monkeypatch.delenv("SLABENCH_SERVING_SELECTOR")
+    assert "set SLABENCH_SERVING_SELECTOR" in check_option("pods")
+    assert "give pods:SELECTOR" in check_option("pods: ")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from slabench.sim.vllm_engine import VllmEngine
 
 MiB = 1024**2
 
-FLEET_GPUS = {"a10g", "l4", "l40s", "rtx-pro-6000", "rtx-pro-6000-mig-2g.48gb"}
+FLEET_GPUS = {"a10g", "l4", "l40s", "rtx-pro-4500", "rtx-pro-6000", "rtx-pro-6000-mig-2g.48gb"}
 
 
 def test_the_fleet_and_the_reference_model_are_built_in():
@@ -38,6 +39,7 @@ def test_fleet_figures():
         "a10g": (22888, 600, 70),
         "l4": (22888, 300, 120),
         "l40s": (45776, 864, 360),
+        "rtx-pro-4500": (32623, 896, 210),
         "rtx-pro-6000": (98304, 1800, 500),
         "rtx-pro-6000-mig-2g.48gb": (49152, 900, 250),
     }
@@ -104,7 +106,9 @@ def test_a_model_file_where_a_gpu_is_expected_is_named():
 
 def test_a_typo_in_a_profile_names_file_line_and_key(tmp_path: Path):
     card = tmp_path / "card.yaml"
-    text = (PROFILE_DIR / "l4.yaml").read_text().replace("memory_bandwidth_gb_s", "memory_bandwith_gb_s")
+    # the card's figures written out (a user's own card, not one of the facts table's), one key misspelt
+    literal = "memory_mib: 22888\nmemory_bandwith_gb_s: 300\ndense_bf16_tflops: 120\n"
+    text = re.sub(r"facts_gpu: .*\n", literal, (PROFILE_DIR / "l4.yaml").read_text())
     card.write_text(text)
     line = next(i for i, x in enumerate(text.splitlines(), 1) if x.startswith("memory_bandwith_gb_s"))
     with pytest.raises(UserError) as err:

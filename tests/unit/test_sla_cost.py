@@ -18,6 +18,7 @@ FLEET_MD = {
     "g6.2xlarge": 0.9776,
     "g6e.xlarge": 1.861,
     "g6e.2xlarge": 2.24208,
+    "g7.2xlarge": 2.52,
     "g7e.2xlarge": 3.36312,
     "g7e.4xlarge": 3.99816,
     "g7e.12xlarge": 8.28608,
