@@ -86,6 +86,17 @@ def test_open_loop_rows_show_lateness() -> None:
     assert rows["lateness p50 (ms)"] == ("250.0", "250.0")
 
 
+def test_reasoning_rows_show_ttfat_beside_ttft() -> None:
+    r = ok(1, 2.0, 0.1, 0.5, first_answer_token=2.35, reasoning_tokens=3, reasoning_source="chunks")
+    rows = by_metric(tab.rows(snapshot([r], now=T0 + 5)))
+    assert rows["TTFT p50 (ms)"] == ("100.0", "100.0")
+    assert rows["TTFAT p50 (ms)"] == ("350.0", "350.0")
+    metrics = [m for m in rows if m.startswith("TT")]
+    assert metrics[:4] == ["TTFT p50 (ms)", "TTFT p95 (ms)", "TTFT p99 (ms)", "TTFAT p50 (ms)"]
+    plain = by_metric(tab.rows(snapshot([ok(1, 2.0, 0.1, 0.5, first_answer_token=2.1)], now=T0 + 5)))
+    assert "TTFAT p50 (ms)" not in plain  # no model reasoned: TTFAT would repeat TTFT
+
+
 def scrape_line(t: float, waiting: float, kv: float) -> str:
     gauges = {"num_requests_running": 8.0, "num_requests_waiting": waiting, "kv_cache_usage_perc": kv}
     row = {"schema_version": 1, "run_id": "r", "t": t, "gauges": gauges, "counters": {}, "histograms": {}}
