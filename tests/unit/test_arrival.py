@@ -43,8 +43,11 @@ def test_the_kernel_stamps_bytes_when_they_arrive_not_when_they_are_read() -> No
         peer, _ = server.accept()
         with peer:
             assert arrival.enable(client)
-            peer.sendall(b"warm")  # the kernel may turn stamping on after the first packets
-            client.recv(16)
+            for _ in range(100):  # the kernel turns stamping on for the machine shortly after it is asked
+                peer.sendall(b"warm")
+                time.sleep(0.01)
+                if arrival.recv_stamped(client, 16)[1] is not None:
+                    break
             before = time.time_ns()
             peer.sendall(b"data: x\n\n")
             time.sleep(0.2)  # the bytes wait in the socket, as behind a busy loop
