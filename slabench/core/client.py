@@ -6,8 +6,10 @@ Built on geventhttpclient (what Locust's FastHttpUser uses): its connection pool
 is read with one `recv` at a time and fed straight to the SSE parser, so every event is stamped with
 `perf_counter()` the moment its bytes arrive (`iter_content` would wait for ~1 KiB and merge events, corrupting TTFT
 and ITL), a line ending in CR alone ends the line as SSE says, and a long line costs linear time up to its cap. Over
-plain HTTP on Linux, "arrive" is the kernel's receive timestamp of the bytes (`slabench.core.arrival`), not the moment
-the loop read them: a stream's event does not wait behind the other streams' work in the same loop wake-up.
+plain HTTP on Linux, up to the first answer token (TTFT and a reasoning model's TTFAT), "arrive" is the kernel's
+receive timestamp of the bytes (`slabench.core.arrival`), not the moment the loop read them: a stream's first token
+does not wait behind the other streams' work in the same loop wake-up. The later events are stamped as read (a
+stamped read costs ~2 µs more; inter-token gaps are differences of two reads, whose waits mostly cancel).
 
 Every request the server receives becomes exactly one classified `RequestRecord`; nothing but `GreenletExit`
 (a stopping user) leaves `send`, and even then the record is handed to `on_cancel` first. In particular:
@@ -384,6 +386,8 @@ class StreamingClient:
                 for ev in parser.feed(data, watch.arrived):
                     if fold(ev, s, secret):
                         return self._finish(proto, resp, s, parser, ev.time)
+                if watch.kernel and s.answer_first is not None:
+                    watch.kernel = False  # the two clocks are stamped: the rest as read, at recv's cost (ITL as before)
         except EventTooLong as e:
             raise Failure(
                 Outcome.ERROR,
