@@ -152,3 +152,23 @@ def test_provisional_sla_status_grades_the_records_so_far(tmp_path: Path) -> Non
 @pytest.mark.parametrize("stage", [None, {}, {"phase": "warmup"}])
 def test_stage_text(stage: dict | None) -> None:
     assert tab.stage_text(stage) == ("warmup" if stage else "—")
+
+
+def test_provisional_sla_status_grades_time_to_first_answer_token(tmp_path: Path) -> None:
+    """A reasoning model's contract: the live panel grades `ttfat_*` on the first answer token, not the first token."""
+    from slabench.sla.contract import load_contract
+    from slabench.sla.estimates import Level
+
+    path = tmp_path / "sla.yaml"
+    path.write_text(CONTRACT.replace("ttft_p95_s: {max: 0.25}", "ttfat_p95_s: {max: 0.25}"))
+    loaded = load_contract(path)
+
+    def reasoning(i: int, answer_after: float) -> RequestRecord:
+        return ok(i, float(i), 0.1, 1.0, first_answer_token=i + answer_after, reasoning_tokens=8,
+                  reasoning_source="server")  # fmt: skip
+
+    slow = provisional_status(loaded, [reasoning(i, 0.6) for i in range(40)], Level(concurrency=4))
+    checks = {c["check"]: c for c in slow["checks"]}
+    assert checks["ttfat_p95_s"]["status"] == "FAIL" and checks["ttfat_p95_s"]["observed"] == "600 ms"
+    fast = provisional_status(loaded, [reasoning(i, 0.15) for i in range(40)], Level(concurrency=4))
+    assert {c["check"]: c["status"] for c in fast["checks"]}["ttfat_p95_s"] == "PASS"
