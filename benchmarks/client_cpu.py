@@ -5,7 +5,7 @@ runs `--streams` greenlets in this process, each sending requests back to back w
 `--seconds`, and reads this process's CPU time (`getrusage`, user + system) around the steady part. CPU time is the
 steady figure on a shared machine; compare two versions of the client in the same conditions (e.g. alternating runs).
 
-    python benchmarks/client_cpu.py [--streams 32] [--tokens 128] [--seconds 10] [--itl 0.001]
+    python benchmarks/client_cpu.py [--streams 32] [--tokens 128] [--seconds 10] [--itl 0.001] [--arrival-clock loop]
 
 At 1 ms between tokens one wake-up of the client reads many streams' events; at `--itl 0.01` (a GPU server's pace)
 nearly every event is its own wake-up, whose cost then dominates.
@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--itl", type=float, default=0.001, help="seconds between tokens")
+    ap.add_argument("--arrival-clock", choices=["kernel", "loop"], default="kernel", help="as the Locust option")
     a = ap.parse_args()
     argv = [sys.executable, "-m", "slabench", "simulate", "--port", "0", "--ttft", "0.02", "--itl", str(a.itl)]
     argv += ["--output-tokens", str(a.tokens)]
@@ -54,7 +55,7 @@ def main() -> None:
     done: list = []
 
     def user() -> None:
-        client = StreamingClient(Target(url))
+        client = StreamingClient(Target(url, kernel_stamps=a.arrival_clock == "kernel"))
         body = chat_body("slabench-sim", [{"role": "user", "content": "hello " * 16}], a.tokens)
         while "stop" not in window:
             r = client.send("chat", body, RecordMeta("bench")).record
@@ -78,7 +79,8 @@ def main() -> None:
     tokens = sum(r.completion_tokens for r in ok)
     spent = c1 - c0
     print(
-        f"{a.streams} streams × {a.tokens} tokens, {a.seconds:g} s: {len(done)} requests ({len(ok)} ok), "
+        f"{a.arrival_clock}: {a.streams} streams × {a.tokens} tokens, {a.seconds:g} s: "
+        f"{len(done)} requests ({len(ok)} ok), "
         f"{tokens / a.seconds:,.0f} tokens/s; client CPU {spent:.2f} s = {spent / max(len(done), 1) * 1e6:,.0f} µs "
         f"per request, {spent / max(tokens, 1) * 1e6:.2f} µs per token"
     )

@@ -4,19 +4,23 @@ A truth server (this script with `--serve`, its own process, asyncio) answers ev
 known timing: a role-only delta at 100 ms (not a token: TTFT must not count it), the first content event at 150 ms
 split across two writes (2 ms apart: the event is complete only with the second), then one token every `--itl`
 with every other write carrying two events (coalesced), the usage chunk and `[DONE]`. It logs, per X-Request-Id, the
-`perf_counter()` when the request was read and right after the write that completed the first content event —
-the same clock a worker stamps with (CLOCK_MONOTONIC, shared by every process on Linux).
+`perf_counter()` when the request arrived (the kernel's receive stamp of its last bytes: a busy server loop reads it
+later, and that wait is the server's, part of the true TTFT) and right after the write that completed the first
+content event — the same clock a worker stamps with (CLOCK_MONOTONIC, shared by every process on Linux).
 
 Then the real `locust` command (one process: one worker, `locustfiles/chat_replay.py`) runs `--levels` users for
 `--seconds`, all started at once and all requests alike, so the streams' first tokens arrive in the same
-millisecond: the case where every microsecond a worker spends per event becomes TTFT error. Per level it prints,
-over the answered requests, the median and p99 of the TTFT error: the record's TTFT − the server's (first content
-written − request read), with its two legs: the request's (read by the server − the record's `sent`) and the
-response's (the record's first_token − first content written); and the Locust process's CPU per request while
-requests were in flight. The same figures follow for a minimal asyncio raw-socket client (no HTTP library, SSE
-parser, JSON or records) at the same streams, so what the machine and the truth server add is seen beside it. It is
-not a strict floor: it sends all its streams' requests in the same instant, and the truth server reads them one
-after another.
+millisecond: the case where every microsecond a worker spends per event becomes TTFT error. Each level runs twice,
+`--arrival-clock loop` (an event stamped when the worker's loop read it: before) then `kernel` (the kernel's receive
+timestamp of its bytes: after). Per run it prints, over the answered requests after each stream's first (which also
+connects, and the truth server cannot see the connect), the median and p99 of the TTFT error:
+the record's TTFT − the server's (first content written − request read), the p99 of its two legs: the request's
+(read by the server − the record's `sent`) and the response's (the record's first_token − first content written);
+and the Locust process's CPU per request while requests were in flight. The same figures follow for a minimal
+asyncio raw-socket client (no HTTP library, SSE parser, JSON or records) at the same streams, so what the machine
+and the truth server add is seen beside it. It is not a strict floor: it sends all its streams' requests in the same
+instant, and the truth server reads them one after another. Last, the most streams at which one worker process held
+a p99 TTFT error ≤ 5 ms (of the levels tried; each stream asks for a token every `--itl`).
 
     python benchmarks/ttft_accuracy.py [--levels 8,64,256] [--seconds 20]
 """
@@ -27,23 +31,30 @@ import argparse
 import asyncio
 import itertools
 import json
+import math
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from slabench.core import arrival  # noqa: E402
 from slabench.core.record import Outcome  # noqa: E402
 from slabench.core.sinks import read_records  # noqa: E402
 
 ROLE_AT, TTFT, SPLIT_GAP = 0.100, 0.150, 0.002
+CLOCKS = ("loop", "kernel")  # --arrival-clock: before, after
+HELD_P99_MS = 5.0
+Send = Callable[[bytes], Awaitable[None]]
 PROMPT_WORDS = 64  # both clients send prompts of this size: the truth server's work per request is then alike
 
 
@@ -61,62 +72,112 @@ def _delta(delta: dict, finish: str | None = None) -> dict:
         {"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
 
 
-async def _play(writer: asyncio.StreamWriter, t0: float, prompt_tokens: int, tokens: int, itl: float) -> float:
+async def _play(send: Send, t0: float, prompt_tokens: int, tokens: int, itl: float) -> float:
     loop = asyncio.get_running_loop()
 
     async def at(offset: float) -> None:
         await asyncio.sleep(max(0.0, t0 + offset - loop.time()))
 
-    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-    writer.write(head)
+    await send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
     await at(ROLE_AT)
-    writer.write(_chunk(_event(_delta({"role": "assistant", "content": ""}))))
+    await send(_chunk(_event(_delta({"role": "assistant", "content": ""}))))
     first = _event(_delta({"content": "tok0"}))
     await at(TTFT - SPLIT_GAP)
-    writer.write(_chunk(first[:10]))
+    await send(_chunk(first[:10]))
     await at(TTFT)
-    writer.write(_chunk(first[10:]))
+    await send(_chunk(first[10:]))
     first_written = time.perf_counter()
     i = 1
     while i < tokens:
         await at(TTFT + i * itl)
         n = 2 if i % 2 == 0 and i + 1 < tokens else 1  # every other write: two events in one (coalesced)
-        writer.write(_chunk(b"".join(_event(_delta({"content": f" tok{i + k}"})) for k in range(n))))
+        await send(_chunk(b"".join(_event(_delta({"content": f" tok{i + k}"})) for k in range(n))))
         i += n
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens, "total_tokens": prompt_tokens + tokens}
     end = {**_delta({}, "length"), "usage": usage}
-    writer.write(_chunk(_event(end) + b"data: [DONE]\n\n") + b"0\r\n\r\n")
-    await writer.drain()
+    await send(_chunk(_event(end) + b"data: [DONE]\n\n") + b"0\r\n\r\n")
     return first_written
+
+
+def _wake(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
+async def _recv(sock: socket.socket) -> tuple[bytes, float]:
+    """Bytes from the socket and when they arrived: the kernel's receive stamp (else when they were read), on the
+    `perf_counter()` clock. The truth is when the request reached the server, not when its busy loop read it."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            data, stamp = arrival.recv_stamped(sock, 65536)
+        except BlockingIOError:
+            ready = loop.create_future()
+            loop.add_reader(sock.fileno(), _wake, ready)
+            try:
+                await ready
+            finally:
+                loop.remove_reader(sock.fileno())
+            continue
+        return data, arrival.arrival(time.perf_counter(), time.time_ns(), stamp, -math.inf)
+
+
+async def _handle(conn: socket.socket, log: Any, tokens: int, itl: float) -> None:
+    loop = asyncio.get_running_loop()
+
+    async def send(data: bytes) -> None:
+        await loop.sock_sendall(conn, data)  # written at once while the socket has room
+
+    buf = b""
+    try:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                data, received = await _recv(conn)
+                if not data:
+                    return
+                buf += data
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+            size = int(headers.get("content-length", 0))
+            while len(buf) < size:
+                data, received = await _recv(conn)
+                if not data:
+                    return
+                buf += data
+            body, buf = buf[:size], buf[size:]
+            if not lines[0].startswith("POST") or "/chat/completions" not in lines[0]:
+                await send(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                continue
+            # A count that follows the prompt, as a real server's does (the client calibrates prompt sizes by it);
+            # spaces, as the synthetic prompts are one-token words: a regex would hold up the other streams
+            prompt_tokens = sum(m["content"].count(" ") + 1 for m in json.loads(body)["messages"])
+            t0 = loop.time() - (time.perf_counter() - received)  # the script runs from the request's arrival
+            first = await _play(send, t0, prompt_tokens, tokens, itl)
+            log.write(json.dumps({"id": headers.get("x-request-id"), "received": received, "first": first}) + "\n")
+    except ConnectionError:
+        pass
+    finally:
+        conn.close()
 
 
 async def _serve(log_path: str, tokens: int, itl: float) -> None:
     log = open(log_path, "a", buffering=1)  # noqa: SIM115 - open for the server's life
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
-                body = await reader.readexactly(int(headers.get("content-length", 0)))
-                t0 = time.perf_counter()
-                if not lines[0].startswith("POST") or "/chat/completions" not in lines[0]:
-                    writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-                    continue
-                # A count that follows the prompt, as a real server's does (the client calibrates prompt sizes by it);
-                # spaces, as the synthetic prompts are one-token words: a regex would hold up the other streams
-
-                prompt_tokens = sum(m["content"].count(" ") + 1 for m in json.loads(body)["messages"])
-                first = await _play(writer, asyncio.get_running_loop().time(), prompt_tokens, tokens, itl)
-                log.write(json.dumps({"id": headers.get("x-request-id"), "received": t0, "first": first}) + "\n")
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=1024)
-    print(server.sockets[0].getsockname()[1], flush=True)
-    await server.serve_forever()
+    loop = asyncio.get_running_loop()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1024)
+    listener.setblocking(False)
+    print(listener.getsockname()[1], flush=True)
+    tasks = set()
+    while True:
+        conn, _ = await loop.sock_accept(listener)
+        conn.setblocking(False)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        arrival.enable(conn)
+        task = loop.create_task(_handle(conn, log, tokens, itl))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
 
 # -- a minimal client, for comparison ------------------------------------------------------------------------------
@@ -154,13 +215,13 @@ async def _floor_client(port: int, users: int, seconds: float, out_path: str) ->
 
 
 # -- the measurement -------------------------------------------------------------------------------------------
-def run_level(url: str, users: int, seconds: int, out: Path, truth_log: Path) -> dict:
-    records_path = out / f"records-{users}.jsonl"
+def run_level(url: str, users: int, seconds: int, out: Path, truth_log: Path, clock: str) -> dict:
+    records_path = out / f"records-{users}-{clock}.jsonl"
     argv = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat_replay.py"), "--headless"]
     argv += ["--only-summary", "--host", url, "--model", "truth", "-u", str(users), "-r", str(users)]
     argv += ["-t", f"{seconds}s", "--stop-timeout", "5", "--records", str(records_path)]
-    argv += ["--prompt-tokens", str(PROMPT_WORDS)]
-    err_path = out / f"locust-{users}.err"
+    argv += ["--prompt-tokens", str(PROMPT_WORDS), "--arrival-clock", clock]
+    err_path = out / f"locust-{users}-{clock}.err"
     with open(err_path, "wb") as err:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
     ps = psutil.Process(proc.pid)
@@ -172,11 +233,16 @@ def run_level(url: str, users: int, seconds: int, out: Path, truth_log: Path) ->
         except psutil.NoSuchProcess:
             break
         time.sleep(0.1)
-    if proc.returncode not in (0, 1):
+    if proc.returncode not in (0, 1, 4):  # 4: the run says its load generator was saturated: still measured
         raise RuntimeError(f"locust exited {proc.returncode}: {err_path.read_text()[-2000:]}")
     truth = _truth(truth_log)
     request_leg, response_leg = [], []
     records = [r for r in read_records(records_path) if r.outcome is Outcome.OK and r.request_id in truth]
+    firsts = {}
+    for r in sorted(records, key=lambda r: r.sent, reverse=True):
+        firsts[r.user_id] = r.request_id
+    # each stream's first request also connects (its `sent` counts the connect, which the truth server cannot see)
+    records = [r for r in records if r.request_id not in firsts.values()]
     for r in records:
         t = truth[r.request_id]
         request_leg.append(t["received"] - r.sent)
@@ -194,7 +260,7 @@ def run_floor(url: str, users: int, seconds: int, out: Path, truth_log: Path) ->
     subprocess.run(argv, check=True, cwd=ROOT)
     truth = _truth(truth_log)
     rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
-    rows = [r for r in rows if r["id"] in truth and r["first"] is not None]
+    rows = [r for r in rows if r["id"] in truth and r["first"] is not None and not r["id"].endswith("-0")]
     return {
         "requests": len(rows),
         "request_leg": [truth[r["id"]]["received"] - r["sent"] for r in rows],
@@ -243,24 +309,31 @@ def main() -> None:
             f"truth server: TTFT {TTFT * 1000:.0f} ms (role-only delta first, split first event), {args.tokens} "
             f"tokens at ITL {args.itl * 1000:.0f} ms (coalesced pairs); load average {psutil.getloadavg()[0]:.2f}"
         )
+        print("TTFT error (ms): the record's TTFT - the truth's; its legs' p99: request, response")
+        head = ("streams", "client", "req", "median", "p99", "req p99", "resp p99", "CPU µs/req")
+        print("{:>7} {:<17} {:>6} {:>7} {:>7} {:>7} {:>8} {:>10}".format(*head))
+        held: dict[str, int] = {}
         try:
             for users in map(int, args.levels.split(",")):
-                r = run_level(url, users, args.seconds, Path(tmp), log)
-                floor = run_floor(url, users, args.seconds, Path(tmp), log)
-                for name, m in (("slabench", r), ("minimal", floor)):
+                runs = [(f"slabench {c}", run_level(url, users, args.seconds, Path(tmp), log, c)) for c in CLOCKS]
+                runs.append(("minimal asyncio", run_floor(url, users, args.seconds, Path(tmp), log)))
+                for name, m in runs:
                     if not m["requests"]:
-                        print(f"{users:>5} users {name:<8}: no answered request", flush=True)
+                        print(f"{users:>7} {name:<17} no answered request", flush=True)
                         continue
                     err = [a + b for a, b in zip(m["request_leg"], m["response_leg"], strict=True)]
-                    cpu = f"  Locust CPU {m['cpu_s'] / m['requests'] * 1e6:>5.0f} µs/req" if "cpu_s" in m else ""
+                    cpu = f"{m['cpu_s'] / m['requests'] * 1e6:>10.0f}" if "cpu_s" in m else ""
                     print(
-                        f"{users:>5} users {name:<8} {m['requests']:>6} req  TTFT error median {_ms(err, 50):+6.2f} ms "
-                        f"p99 {_ms(err, 99):+7.2f} ms  (request leg median {_ms(m['request_leg'], 50):+5.2f} ms, "
-                        f"response leg {_ms(m['response_leg'], 50):+5.2f} ms){cpu}",
+                        f"{users:>7} {name:<17} {m['requests']:>6} {_ms(err, 50):>+7.2f} {_ms(err, 99):>+7.2f} "
+                        f"{_ms(m['request_leg'], 99):>+7.2f} {_ms(m['response_leg'], 99):>+8.2f} {cpu}",
                         flush=True,
                     )
+                    if _ms(err, 99) <= HELD_P99_MS:
+                        held[name] = max(held.get(name, 0), users)
         finally:
             server.terminate()
+        for name in (*(f"slabench {c}" for c in CLOCKS), "minimal asyncio"):
+            print(f"most streams with p99 error ≤ {HELD_P99_MS:g} ms, {name}: {held.get(name, 'none tried')}")
 
 
 if __name__ == "__main__":

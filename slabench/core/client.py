@@ -5,7 +5,11 @@ differs between the APIs is a `Protocol` handler in `slabench.core.protocols`.
 Built on geventhttpclient (what Locust's FastHttpUser uses): its connection pool, TLS and response parser. The body
 is read with one `recv` at a time and fed straight to the SSE parser, so every event is stamped with
 `perf_counter()` the moment its bytes arrive (`iter_content` would wait for ~1 KiB and merge events, corrupting TTFT
-and ITL), a line ending in CR alone ends the line as SSE says, and a long line costs linear time up to its cap.
+and ITL), a line ending in CR alone ends the line as SSE says, and a long line costs linear time up to its cap. Over
+plain HTTP on Linux, up to the first answer token (TTFT and a reasoning model's TTFAT), "arrive" is the kernel's
+receive timestamp of the bytes (`slabench.core.arrival`), not the moment the loop read them: a stream's first token
+does not wait behind the other streams' work in the same loop wake-up. The later events are stamped as read (a
+stamped read costs ~2 µs more; inter-token gaps are differences of two reads, whose waits mostly cancel).
 
 Every request the server receives becomes exactly one classified `RequestRecord`; nothing but `GreenletExit`
 (a stopping user) leaves `send`, and even then the record is handed to `on_cancel` first. In particular:
@@ -43,6 +47,7 @@ import gevent.socket
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTPSocketPoolResponse
 
+from slabench.core import arrival
 from slabench.core.errors import UserError
 from slabench.core.protocols import (
     PROTOCOLS,
@@ -78,6 +83,7 @@ class Target:
     stall_timeout: float = 120.0  # the response head's deadline (from the write), then no bytes mid-stream this long
     request_timeout: float = 900.0  # whole request, first byte to [DONE]
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # a longer SSE line or event is not an OpenAI stream
+    kernel_stamps: bool = True  # stamp body bytes with the kernel's receive time (plain HTTP, Linux), not the read's
 
     def __post_init__(self) -> None:
         parse_base_url(self.base_url)
@@ -140,6 +146,8 @@ class StreamingClient:
         self._tls = scheme == "https"
         self._http: HTTPClient | None = None
         self._recent: deque[str] = deque(maxlen=_RECENT_IDS)  # this client's last request ids
+        self._stamped: Any = None  # the connection the kernel stamps received bytes on
+        self._head_stamp: int | None = None  # the kernel's stamp of the latest response head's read
 
     def _connection(self) -> HTTPClient:
         if self._http is None:
@@ -219,7 +227,10 @@ class StreamingClient:
     def _stream(self, proto: Protocol, payload: bytes, headers: dict[str, str], s: Stream) -> None:
         path = self._prefix + proto.path
         resp = self._open(path, payload, headers, s)
-        s.first_byte = self._clock()
+        now = self._clock()
+        floor = s.sent if s.sent is not None else -math.inf
+        stamp = self._head_stamp
+        s.first_byte = arrival.arrival(now, time.time_ns(), stamp, floor) if stamp else now
         s.status = status = resp.status_code
         self._check_own(_header(resp, "x-request-id").strip(), s.request_id, "carries X-Request-Id")
         if status >= 400:
@@ -293,13 +304,22 @@ class StreamingClient:
         except (OSError, ssl.SSLError) as e:
             self.close()
             raise Failure(Outcome.ERROR, ErrorCategory.CONNECT, _describe(e, self.target.base_url)) from None
+        if sock is not self._stamped and self.target.kernel_stamps and type(sock) is _PLAIN_SOCKET:
+            self._stamped = sock if arrival.enable(sock) else None
         head = http._build_request("POST", path, body=payload, headers=headers, chunked=False).encode("latin-1")
         limit = self.target.stall_timeout
+        self._head_stamp = None
         try:
             sock.sendall(head + payload)
             with gevent.Timeout(limit, TimeoutError):
+                early = self._read_head_stamped(sock, http.block_size) if sock is self._stamped else b""
                 resp = HTTPSocketPoolResponse(
-                    sock, pool, block_size=http.block_size, method="POST", headers_type=http.headers_type
+                    sock,
+                    pool,
+                    block_size=http.block_size,
+                    method="POST",
+                    headers_type=http.headers_type,
+                    pre_buffered=early,
                 )
             return _reclaim_after_interim(resp, http)
         except TimeoutError:
@@ -320,6 +340,18 @@ class StreamingClient:
                 ErrorCategory.NOT_OPENAI,
                 f"the server's answer is not a valid HTTP response ({_describe(e)})",
             ) from None
+
+    def _read_head_stamped(self, sock: Any, size: int) -> bytes:
+        """The response's first bytes, as they arrive, and the kernel's stamp of them, which body bytes read with the
+        head share. A head that did not come whole gets none: the parser reads the rest, unstamped."""
+        while True:
+            sock.hub.wait(sock._read_event)
+            try:
+                data, stamp = arrival.recv_stamped(sock._sock, size)
+            except BlockingIOError:  # woken without data after all
+                continue
+            self._head_stamp = stamp if b"\r\n\r\n" in data else None
+            return data
 
     def _check_own(self, named: str, own: str, how: str) -> None:
         """An answer that names another request of this client (one of its last few: as an echoed X-Request-Id, or
@@ -344,12 +376,18 @@ class StreamingClient:
         fold = proto.fold
         secret = self.target.api_key
         end = proto.end
-        watch = _StallWatch(self.target.stall_timeout)
+        # A record's times run sent ≤ first_byte ≤ first_token: the body arrived after the head was read
+        floor = s.first_byte if s.first_byte is not None else s.sent if s.sent is not None else -math.inf
+        watch = _StallWatch(self.target.stall_timeout, clock, floor)
+        watch.kernel = self._stamped is not None and resp._sock is self._stamped
+        watch.buffered = self._head_stamp if watch.kernel else None
         try:
             while data := _read_some(resp, watch):
-                for ev in parser.feed(data, clock()):
+                for ev in parser.feed(data, watch.arrived):
                     if fold(ev, s, secret):
                         return self._finish(proto, resp, s, parser, ev.time)
+                if watch.kernel and s.answer_first is not None:
+                    watch.kernel = False  # the two clocks are stamped: the rest as read, at recv's cost (ITL as before)
         except EventTooLong as e:
             raise Failure(
                 Outcome.ERROR,
@@ -545,15 +583,26 @@ def _reclaim_after_interim(resp: Any, http: HTTPClient) -> Any:
 
 
 class _StallWatch:
-    """A stream's stall timeout: no bytes for `limit` seconds. A timer checks every min(limit / 4, 1 s) when bytes
-    last came and throws TimeoutError into the reading greenlet, so each read waits on the socket alone: gevent's
-    socket timeout makes, starts and cancels a Timeout around every wait (that, with the recv that fails first, was a
-    quarter to a third of a streamed token's cost)."""
+    """A stream's reads: its stall timeout, and when its latest bytes arrived.
 
-    __slots__ = ("_reader", "_timer", "last", "limit")
+    The stall timeout: no bytes for `limit` seconds. A timer checks every min(limit / 4, 1 s) when bytes last came
+    and throws TimeoutError into the reading greenlet, so each read waits on the socket alone: gevent's socket timeout
+    makes, starts and cancels a Timeout around every wait (that, with the recv that fails first, was a quarter to a
+    third of a streamed token's cost).
 
-    def __init__(self, limit: float) -> None:
+    `arrived`: on the record's clock, when the bytes of the latest read arrived — the kernel's receive stamp when
+    `kernel` (a stamped plain socket), else when they were read; never before `floor` (the response's first byte, then
+    the previous arrival), so a record's times stay in order."""
+
+    __slots__ = ("_clock", "_reader", "_timer", "arrived", "buffered", "floor", "kernel", "last", "limit")
+
+    def __init__(self, limit: float, clock: Callable[[], float] = time.perf_counter, floor: float = -math.inf) -> None:
         self.limit = limit
+        self._clock = clock
+        self.floor = floor
+        self.kernel = False
+        self.buffered: int | None = None  # the kernel's stamp of body bytes the head's read took
+        self.arrived = floor
         self.last = time.monotonic()
         self._reader = gevent.getcurrent()
         period = min(limit / 4, 1.0)
@@ -568,6 +617,13 @@ class _StallWatch:
     def stop(self) -> None:
         self._timer.close()
 
+    def note(self, stamp_ns: int | None) -> None:
+        """The latest read's bytes are here: `stamp_ns` is the kernel's stamp for them (None: none, or no read)."""
+        now = self._clock()
+        if stamp_ns is not None:
+            now = arrival.arrival(now, time.time_ns(), stamp_ns, self.floor)
+        self.arrived = self.floor = now
+
 
 def _read_some(resp: Any, watch: _StallWatch | None = None) -> bytes:
     """The body bytes that have arrived (waiting for at least one), or b"" at the body's end.
@@ -579,6 +635,9 @@ def _read_some(resp: Any, watch: _StallWatch | None = None) -> bytes:
     still on its way: gevent's `recv` would try, fail with EAGAIN, then wait and try again) under the watch's stall
     timeout; TLS goes through gevent's socket, whose buffered bytes a readable check cannot see."""
     buf = resp._body_buffer
+    stamp: int | None = None
+    if watch is not None:
+        stamp, watch.buffered = watch.buffered, None
     while not buf:
         if resp.message_complete:
             return b""
@@ -589,7 +648,10 @@ def _read_some(resp: Any, watch: _StallWatch | None = None) -> bytes:
             if watch is not None and type(sock) is _PLAIN_SOCKET:
                 sock.hub.wait(sock._read_event)
                 try:
-                    data = sock._sock.recv(_RECV_BYTES)
+                    if watch.kernel:
+                        data, stamp = arrival.recv_stamped(sock._sock, _RECV_BYTES)
+                    else:
+                        data = sock._sock.recv(_RECV_BYTES)
                 except BlockingIOError:  # woken without data after all
                     continue
             else:
@@ -602,6 +664,8 @@ def _read_some(resp: Any, watch: _StallWatch | None = None) -> bytes:
             raise
         if len(data) == _RECV_BYTES:
             gevent.sleep(0)  # a flood: let the other streams of this process read (and stamp) theirs meanwhile
+    if watch is not None:
+        watch.note(stamp)
     data = bytes(buf)
     del buf[:]
     return data

@@ -28,6 +28,11 @@ def ttft_scheduled(r: RequestRecord) -> float | None:
     return _diff(r.first_token, r.scheduled)
 
 
+def ttft_answer_scheduled(r: RequestRecord) -> float | None:
+    """Open loop: time to the first answer token from when the shape scheduled the request."""
+    return _diff(r.first_answer_token, r.scheduled)
+
+
 def e2e(r: RequestRecord) -> float | None:
     return _diff(r.end, r.sent)
 

@@ -174,6 +174,14 @@ def add_options(parser: Any) -> None:
         help="longest SSE line or event accepted; a longer one makes the request a not_openai error",
     )
     g.add_argument(
+        "--arrival-clock",
+        choices=["kernel", "loop"],
+        default="kernel",
+        help="when a streamed event arrived: the kernel's receive timestamp of its bytes (plain HTTP on Linux; "
+        "elsewhere the loop's), or when this process's event loop read them (what it was before; a busy process "
+        "counts its own wait as the server's)",
+    )
+    g.add_argument(
         "--spool-dir",
         default=".slabench-spool",
         help="workers journal every request and record here until the master confirms it holds them "
@@ -344,6 +352,7 @@ class RecordHub:
             stall_timeout=o.stall_timeout,
             request_timeout=o.request_timeout,
             max_event_bytes=o.max_event_bytes,
+            kernel_stamps=o.arrival_clock == "kernel",
         )
 
     def model(self, host: str) -> str:

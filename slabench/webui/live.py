@@ -6,7 +6,9 @@ Definitions (the same as `sla.single_run`, so the live figures and the final ver
   aggregator's own column-wise formula, `slabench.analysis.columns.record_itl`), over `ok` records;
   percentiles are type 7 (numpy ``linear``); ITL percentiles pool every token gap; TTFT counts from `scheduled`
   under an open-loop shape (what the verdict grades: free of coordinated omission), else from `sent`, and
-  `ttft_sent` (open loop only) counts from when the request went out;
+  `ttft_sent` (open loop only) counts from when the request went out; `ttfat` (a reasoning model's second clock:
+  to the first answer token, after the reasoning) counts from the same start as `ttft`; `reasoning` says some `ok`
+  record reasoned first (reasoning tokens, or an answer later than its first token), so the view shows TTFAT;
 - lateness (sent − scheduled) over every record that has both, whatever its outcome (open loop only);
 - failed share = (error + incomplete) / (records that are not `dropped`); each category's share over the same base;
   `dropped` records (cancelled at stop, lost with a worker, not sent) are counted by category, outside the rates;
@@ -36,7 +38,7 @@ from slabench.webui.quantiles import Quantiles
 SCHEMA_VERSION = 1
 PCTS = (50.0, 95.0, 99.0)
 PCT_NAMES = ("p50", "p95", "p99")
-LATENCIES = ("ttft", "ttft_sent", "itl", "tpot", "e2e", "lateness")
+LATENCIES = ("ttft", "ttfat", "ttft_sent", "itl", "tpot", "e2e", "lateness")
 DEFAULT_WINDOW_S = 30.0
 
 
@@ -48,12 +50,21 @@ class Entry:
     outcome: Outcome
     category: str | None  # error category (or outcome) of a record that is not ok
     ttft: float | None  # the graded one: from `scheduled` in open loop, else from `sent`
+    ttfat: float | None  # to the first answer token (after any reasoning), from the same start as `ttft`
     ttft_sent: float | None  # open loop only: from `sent`
     tpot: float | None
     e2e: float | None
     lateness: float | None
     itl: np.ndarray  # per-token gaps, seconds
     output_tokens: int | None
+    reasoned: bool  # an ok record whose model reasoned before answering
+
+
+def reasoned(r: RequestRecord) -> bool:
+    if r.reasoning_tokens:
+        return True
+    first, answer = r.first_token, r.first_answer_token
+    return first is not None and answer is not None and answer > first
 
 
 def finished_wall(r: RequestRecord, arrived: float) -> float:
@@ -70,12 +81,14 @@ def entry(r: RequestRecord, arrived: float) -> Entry:
         outcome=r.outcome,
         category=None if ok else str(r.error_category or r.outcome),
         ttft=(metrics.ttft_scheduled(r) if open_loop else metrics.ttft(r)) if ok else None,
+        ttfat=(metrics.ttft_answer_scheduled(r) if open_loop else metrics.ttft_answer(r)) if ok else None,
         ttft_sent=metrics.ttft(r) if ok and open_loop else None,
         tpot=metrics.tpot(r) if ok else None,
         e2e=metrics.e2e(r) if ok else None,
         lateness=metrics.lateness(r),
         itl=record_itl(r) if ok else np.empty(0),
         output_tokens=r.completion_tokens if ok else None,
+        reasoned=ok and reasoned(r),
     )
 
 
@@ -102,6 +115,7 @@ class _Counts:
         self.dropped: Counter[str] = Counter()
         self.output_tokens = 0
         self.open_loop = False
+        self.reasoning = False
 
     def add(self, e: Entry) -> None:
         self.records += 1
@@ -113,6 +127,7 @@ class _Counts:
         self.counted += 1
         if e.outcome is Outcome.OK:
             self.ok += 1
+            self.reasoning = self.reasoning or e.reasoned
             self.output_tokens += e.output_tokens or 0
         else:
             self.failed += 1
@@ -133,6 +148,7 @@ class _Counts:
             "errors": {k: {"count": v, "rate": v / n} for k, v in sorted(self.categories.items())},
             "dropped": dict(sorted(self.dropped.items())),
             "open_loop": self.open_loop,
+            "reasoning": self.reasoning,
         }
 
 
@@ -173,7 +189,7 @@ class LiveAggregator:
         self._window.append(e)
         self._total.add(e)
         q = self._quantiles
-        for name in ("ttft", "ttft_sent", "tpot", "e2e", "lateness"):
+        for name in ("ttft", "ttfat", "ttft_sent", "tpot", "e2e", "lateness"):
             v = getattr(e, name)
             if v is not None:
                 q[name].add((v,))

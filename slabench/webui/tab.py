@@ -12,7 +12,7 @@ from slabench.webui.live import PCT_NAMES
 TAB_KEY = "llm"
 TAB_TITLE = "LLM"
 NO_DATA = "—"
-LATENCY_LABELS = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E", "lateness": "lateness"}
+LATENCY_LABELS = {"ttft": "TTFT", "ttfat": "TTFAT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E", "lateness": "lateness"}
 
 
 def structure(window_s: float) -> list[dict[str, str]]:
@@ -66,6 +66,8 @@ def rows(
     for key, label in LATENCY_LABELS.items():
         if key == "lateness" and not t["open_loop"]:
             continue  # closed loop: nothing is scheduled, so nothing can be late
+        if key == "ttfat" and not t["reasoning"]:
+            continue  # no model reasoned: the first answer token is the first token
         for p in PCT_NAMES:
             out.append(row(f"{label} {p} (ms)", ms(w["latency"][key][p]), ms(t["latency"][key][p])))
     out.append(row("failed % (error + incomplete)", pct(w["failed_rate"]), pct(t["failed_rate"])))

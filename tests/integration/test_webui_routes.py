@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from slabench.core.record import Outcome
@@ -40,26 +41,32 @@ def wait_for(cond, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@contextlib.contextmanager
+def locust_ui(host: str, records: Path, log: Path, seconds: int = 5) -> Iterator[str]:
+    """A local `locust` run with its web UI under a base path, against `host`; yields the UI's URL."""
+    port = free_port()
+    argv = [
+        sys.executable, "-m", "locust", "-f", "tests/webui_locustfile.py", "--host", host,
+        "--web-host", "127.0.0.1", "--web-port", str(port), "--web-base-path", BASE, "--autostart",
+        "-u", "3", "-r", "3", "-t", f"{seconds}s", "--autoquit", "120", "--records", str(records),
+        "--server-metrics", "off", "--live-window-s", "3",
+    ]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            yield f"http://127.0.0.1:{port}{BASE}"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(15)
+
+
 @pytest.fixture
 def run(simulator, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     sim = simulator("--ttft", "0.02", "--itl", "0.004", "--output-tokens", "12", "--fault", "http_500=0.2")
-    port = free_port()
     records = tmp_path / "records.parquet"
-    argv = [
-        sys.executable, "-m", "locust", "-f", "tests/webui_locustfile.py", "--host", sim,
-        "--web-host", "127.0.0.1", "--web-port", str(port), "--web-base-path", BASE, "--autostart",
-        "-u", "3", "-r", "3", "-t", "5s", "--autoquit", "120", "--records", str(records),
-        "--server-metrics", "off", "--live-window-s", "3",
-    ]  # fmt: skip
-    log = (tmp_path / "locust.log").open("w")
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        yield f"http://127.0.0.1:{port}{BASE}", records
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(15)
-        log.close()
+    with locust_ui(sim, records, tmp_path / "locust.log") as url:
+        yield url, records
 
 
 def test_routes_during_and_after_a_local_run(run: tuple[str, Path]) -> None:
@@ -102,3 +109,26 @@ def test_routes_during_and_after_a_local_run(run: tuple[str, Path]) -> None:
     page = get(f"{url}/slabench")  # redirected to the trailing slash
     assert b"LLM live view" in page and b"live.json" in page
     assert b"EMBED" not in get(f"{url}/slabench/embed.js") and b"slabench-llm-frame" in get(f"{url}/slabench/embed.js")
+
+
+def test_a_reasoning_run_shows_ttfat_beside_ttft(simulator, tmp_path: Path) -> None:
+    """Against a simulated reasoning model (a reasoning phase before each answer) the snapshot, its chart points and
+    Locust's LLM table carry TTFAT (to the first answer token) beside TTFT, equal to what the records say."""
+    sim = simulator("--ttft", "0.02", "--itl", "0.004", "--output-tokens", "4", "--reasoning-tokens", "20")
+    records_path = tmp_path / "records.parquet"
+    with locust_ui(sim, records_path, tmp_path / "locust.log", seconds=3) as url:
+        live = lambda: json.loads(get(f"{url}/slabench/live.json?since=0"))  # noqa: E731
+        final = wait_for(lambda: (s := live())["stopped"] and s, 90, "the run to stop (-t 3s)")
+        stats = json.loads(get(url + "/stats/requests"))
+    records = read_records(records_path)
+    ok = [r for r in records if r.outcome is Outcome.OK]
+    assert ok and all(r.reasoning_tokens for r in ok)
+    assert final["total"]["reasoning"] is True
+    ttfat = final["total"]["latency"]["ttfat"]
+    assert ttfat["n"] == len(ok)
+    want = np.percentile([r.first_answer_token - r.sent for r in ok], 50, method="linear")
+    assert ttfat["p50"] == pytest.approx(want)
+    assert ttfat["p50"] > final["total"]["latency"]["ttft"]["p50"]  # the reasoning comes first
+    assert any(p["ttfat_p50"] is not None for p in final["series"])  # the chart's points
+    rows = {r["metric"]: r for e in stats["extended_stats"] if e["key"] == "llm" for r in e["data"]}
+    assert rows["TTFAT p50 (ms)"]["total"] == f"{want * 1000:.1f}"

@@ -248,3 +248,41 @@ def test_closed_loop_has_no_ttft_from_sent() -> None:
     a.add(R1, arrived=T0 + 1)
     lat = a.snapshot(now=T0 + 1)["window"]["latency"]
     assert lat["ttft"]["p50"] == pytest.approx(0.1) and lat["ttft_sent"]["n"] == 0
+
+
+def test_a_reasoning_run_shows_time_to_first_answer_token_beside_ttft(tmp_path) -> None:
+    """A reasoning model's second clock: TTFAT counts to the first answer token, from the same start as the graded
+    TTFT, and says the same figure as the aggregator behind a `ttfat_*` SLA target."""
+    from slabench.analysis.aggregate import aggregate
+    from tests.analysis_helpers import write_run
+
+    a = LiveAggregator(window_s=100.0)
+    a.reset(started=T0)
+    # first (reasoning) token .1 s after sending; the answer .4 / .6 / .8 / 1.0 s after; the first one 0.2 s late
+    records = [
+        rec(i, s, (s + 0.1, s + answer), end=s + answer + 0.1, tokens=2, first_answer_token=s + answer,
+            reasoning_tokens=1, reasoning_source="server", scheduled=s - late)
+        for i, (s, answer, late) in enumerate(((1.0, 0.4, 0.2), (2.0, 0.6, 0), (3.0, 0.8, 0), (4.0, 1.0, 0)))
+    ]  # fmt: skip
+    for r in records:
+        a.add(r, arrived=T0 + 6)
+    snap = a.snapshot(now=T0 + 6)
+    assert snap["total"]["reasoning"] is True and snap["window"]["reasoning"] is True
+    lat = snap["window"]["latency"]
+    # from scheduled: [.6 .6 .8 1.0] → p50 .7, p95 at rank 2.85 → .8 + .85 · .2
+    assert lat["ttfat"]["p50"] == pytest.approx(0.7) and lat["ttfat"]["p95"] == pytest.approx(0.97)
+    assert lat["ttft"]["p50"] == pytest.approx(0.1)
+    assert snap["total"]["latency"]["ttfat"]["n"] == 4
+    assert series_point(snap)["ttfat_p95"] == pytest.approx(0.97)
+    write_run(tmp_path, 1, 1, records)
+    assert aggregate(tmp_path).level(1).metrics["ttft_answer_p95"].pooled == pytest.approx(lat["ttfat"]["p95"])
+
+
+def test_a_run_without_reasoning_does_not_claim_it() -> None:
+    a = LiveAggregator(window_s=100.0)
+    a.reset(started=T0)
+    # a plain model's record: its first answer token is its first token
+    a.add(rec(1, 0.0, (0.1, 0.2), end=0.3, tokens=2, first_answer_token=0.1), arrived=T0 + 1)
+    snap = a.snapshot(now=T0 + 1)
+    assert snap["total"]["reasoning"] is False
+    assert snap["window"]["latency"]["ttfat"]["p50"] == pytest.approx(0.1)  # equal to TTFT: nothing to show apart

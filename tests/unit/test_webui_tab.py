@@ -86,6 +86,17 @@ def test_open_loop_rows_show_lateness() -> None:
     assert rows["lateness p50 (ms)"] == ("250.0", "250.0")
 
 
+def test_reasoning_rows_show_ttfat_beside_ttft() -> None:
+    r = ok(1, 2.0, 0.1, 0.5, first_answer_token=2.35, reasoning_tokens=3, reasoning_source="chunks")
+    rows = by_metric(tab.rows(snapshot([r], now=T0 + 5)))
+    assert rows["TTFT p50 (ms)"] == ("100.0", "100.0")
+    assert rows["TTFAT p50 (ms)"] == ("350.0", "350.0")
+    metrics = [m for m in rows if m.startswith("TT")]
+    assert metrics[:4] == ["TTFT p50 (ms)", "TTFT p95 (ms)", "TTFT p99 (ms)", "TTFAT p50 (ms)"]
+    plain = by_metric(tab.rows(snapshot([ok(1, 2.0, 0.1, 0.5, first_answer_token=2.1)], now=T0 + 5)))
+    assert "TTFAT p50 (ms)" not in plain  # no model reasoned: TTFAT would repeat TTFT
+
+
 def scrape_line(t: float, waiting: float, kv: float) -> str:
     gauges = {"num_requests_running": 8.0, "num_requests_waiting": waiting, "kv_cache_usage_perc": kv}
     row = {"schema_version": 1, "run_id": "r", "t": t, "gauges": gauges, "counters": {}, "histograms": {}}
@@ -141,3 +152,23 @@ def test_provisional_sla_status_grades_the_records_so_far(tmp_path: Path) -> Non
 @pytest.mark.parametrize("stage", [None, {}, {"phase": "warmup"}])
 def test_stage_text(stage: dict | None) -> None:
     assert tab.stage_text(stage) == ("warmup" if stage else "—")
+
+
+def test_provisional_sla_status_grades_time_to_first_answer_token(tmp_path: Path) -> None:
+    """A reasoning model's contract: the live panel grades `ttfat_*` on the first answer token, not the first token."""
+    from slabench.sla.contract import load_contract
+    from slabench.sla.estimates import Level
+
+    path = tmp_path / "sla.yaml"
+    path.write_text(CONTRACT.replace("ttft_p95_s: {max: 0.25}", "ttfat_p95_s: {max: 0.25}"))
+    loaded = load_contract(path)
+
+    def reasoning(i: int, answer_after: float) -> RequestRecord:
+        return ok(i, float(i), 0.1, 1.0, first_answer_token=i + answer_after, reasoning_tokens=8,
+                  reasoning_source="server")  # fmt: skip
+
+    slow = provisional_status(loaded, [reasoning(i, 0.6) for i in range(40)], Level(concurrency=4))
+    checks = {c["check"]: c for c in slow["checks"]}
+    assert checks["ttfat_p95_s"]["status"] == "FAIL" and checks["ttfat_p95_s"]["observed"] == "600 ms"
+    fast = provisional_status(loaded, [reasoning(i, 0.15) for i in range(40)], Level(concurrency=4))
+    assert {c["check"]: c["status"] for c in fast["checks"]}["ttfat_p95_s"] == "PASS"
