@@ -18,7 +18,7 @@ Method (levels ascending; a level with no data is skipped and its neighbours com
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -59,6 +59,11 @@ def _series(levels: Sequence[tuple[float, Mapping[str, _Est]]], key: str) -> lis
     return [(lv, mean, m[key]) for lv, m in levels if key in m and (mean := m[key].mean) is not None]
 
 
+_NO_CI = "no confidence interval (fewer than 2 repeats)"
+_LATENCY_WHY = ("intervals do not overlap", "intervals of neighbouring levels overlap")  # (called, not called)
+_THROUGHPUT_WHY = ("interval wholly below the scaling bar", "interval reaches the scaling bar (overlap)")
+
+
 def _latency(series: list[_Point], o: CliffOptions) -> dict[str, Any]:
     out: dict[str, Any] = {"metric": o.latency_metric, "status": "none", "level": None, "candidates": []}
     if len(series) < 3:
@@ -71,31 +76,10 @@ def _latency(series: list[_Point], o: CliffOptions) -> dict[str, Any]:
         expected = m0 + slope * (cl - l0)
         if cm < o.latency_ratio * expected:
             continue
-        pci, cci = _ci(pe), _ci(ce)
-        called = pci is not None and cci is not None and cci[0] > pci[1]
-        why = (
-            "intervals do not overlap"
-            if called
-            else "no confidence interval (fewer than 2 repeats)"
-            if pci is None or cci is None
-            else "intervals of neighbouring levels overlap"
-        )
-        entry = {
-            "level": cl,
-            "previous": _brief(pl, pe),
-            "at": _brief(cl, ce),
-            "trend": expected,
-            "ratio_to_trend": cm / expected if expected else None,
-            "called": called,
-            "why": why,
-        }
-        out["candidates"].append(entry)
-        if called:
-            out.update(status="found", level=cl, last_good_level=pl)
+        figures = {"trend": expected, "ratio_to_trend": cm / expected if expected else None}
+        if _candidate(out, (pl, pe), (cl, ce), lambda p, c: c[0] > p[1], _LATENCY_WHY, figures):
             return out
-    if out["candidates"]:
-        out["status"] = "inconclusive"
-    return out
+    return _settled(out)
 
 
 def _throughput(series: list[_Point], o: CliffOptions) -> dict[str, Any]:
@@ -108,28 +92,35 @@ def _throughput(series: list[_Point], o: CliffOptions) -> dict[str, Any]:
         factor = 1.0 + o.scaling_floor * (r - 1.0)
         if cm >= pm * factor:
             continue
-        pci, cci = _ci(pe), _ci(ce)
-        called = pci is not None and cci is not None and cci[1] < pci[0] * factor
-        why = (
-            "interval wholly below the scaling bar"
-            if called
-            else "no confidence interval (fewer than 2 repeats)"
-            if pci is None or cci is None
-            else "interval reaches the scaling bar (overlap)"
-        )
-        entry = {
-            "level": cl,
-            "previous": _brief(pl, pe),
-            "at": _brief(cl, ce),
-            "gain": cm / pm if pm else None,
-            "linear_gain": r,
-            "called": called,
-            "why": why,
-        }
-        out["candidates"].append(entry)
-        if called:
-            out.update(status="found", level=cl, last_good_level=pl)
+        figures = {"gain": cm / pm if pm else None, "linear_gain": r}
+        if _candidate(out, (pl, pe), (cl, ce), lambda p, c, f=factor: c[1] < p[0] * f, _THROUGHPUT_WHY, figures):
             return out
+    return _settled(out)
+
+
+def _candidate(
+    out: dict[str, Any],
+    prev: tuple[float, _Est],
+    cur: tuple[float, _Est],
+    beyond_overlap: Callable[[tuple[float, float], tuple[float, float]], bool],
+    why: tuple[str, str],
+    figures: dict[str, Any],
+) -> bool:
+    """Add the step from `prev` to `cur` to the candidates; it is called (True: the search ends there) when both
+    levels have an interval and `beyond_overlap(previous interval, current interval)` holds."""
+    (pl, pe), (cl, ce) = prev, cur
+    pci, cci = _ci(pe), _ci(ce)
+    called = pci is not None and cci is not None and beyond_overlap(pci, cci)
+    reason = why[0] if called else _NO_CI if pci is None or cci is None else why[1]
+    entry = {"level": cl, "previous": _brief(pl, pe), "at": _brief(cl, ce), **figures, "called": called, "why": reason}
+    out["candidates"].append(entry)
+    if called:
+        out.update(status="found", level=cl, last_good_level=pl)
+    return called
+
+
+def _settled(out: dict[str, Any]) -> dict[str, Any]:
+    """No candidate was called: inconclusive if there were any."""
     if out["candidates"]:
         out["status"] = "inconclusive"
     return out
