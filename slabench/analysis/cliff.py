@@ -93,7 +93,8 @@ def _throughput(series: list[_Point], o: CliffOptions) -> dict[str, Any]:
         if cm >= pm * factor:
             continue
         figures = {"gain": cm / pm if pm else None, "linear_gain": r}
-        if _candidate(out, (pl, pe), (cl, ce), lambda p, c, f=factor: c[1] < p[0] * f, _THROUGHPUT_WHY, figures):
+        wholly_below = lambda p, c: c[1] < p[0] * factor  # noqa: B023, E731 (called at once, in this iteration)
+        if _candidate(out, (pl, pe), (cl, ce), wholly_below, _THROUGHPUT_WHY, figures):
             return out
     return _settled(out)
 
