@@ -380,6 +380,109 @@ def nelder_mead(f, x0: np.ndarray, step: float = 0.5, iterations: int = 200, tol
     return simplex[i], values[i], calls
 
 
+# -- the interval ----------------------------------------------------------------------------------------------------
+INTERVAL = 0.90
+INTERVAL_METRICS = ("throughput_rps", "ttft_p50", "e2e_p50")
+
+
+def repeat_variance(runs: list[MeasuredRun]) -> tuple[dict[str, float], int]:
+    """The run-to-run spread: per metric, the pooled variance of the log measured figure among runs at the same
+    number of users (a level measured twice or more), and its degrees of freedom (0: no level was repeated)."""
+    groups: dict[int, list[MeasuredRun]] = {}
+    for run in runs:
+        groups.setdefault(run.users, []).append(run)
+    dof = sum(len(g) - 1 for g in groups.values() if len(g) > 1)
+    out = {}
+    for m in INTERVAL_METRICS:
+        ss = 0.0
+        for g in groups.values():
+            logs = np.log([r.figures[m] for r in g if r.figures[m] > 0])
+            if len(logs) > 1:
+                ss += float(((logs - logs.mean()) ** 2).sum())
+        out[m] = ss / dof if dof else 0.0
+    return out, dof
+
+
+def parameter_covariance(jacobian: np.ndarray, residuals: np.ndarray) -> tuple[np.ndarray, float, int]:
+    """Least squares' covariance of the fitted parameters, s² (JᵀJ)⁺, with s² = Σ r² / (observations − parameters):
+    the residuals' variance and how little each parameter is pinned by the runs. Returns (covariance, s², dof)."""
+    dof = max(len(residuals) - jacobian.shape[1], 1)
+    s2 = float(residuals @ residuals) / dof
+    return s2 * np.linalg.pinv(jacobian.T @ jacobian), s2, dof
+
+
+def half_width(gradient: np.ndarray, covariance: np.ndarray, noise_variance: float, dof: int) -> float:
+    """The 90 % prediction interval's half-width, in log units, of a figure whose log has this gradient in the
+    parameters: t(0.95, dof) · √(gᵀ Σ g + the variance of one new run). The first term grows the farther a run lies
+    from those fitted (an extrapolation); the second is the noise no fit removes."""
+    from slabench.analysis.stats import t_ppf
+
+    var = float(gradient @ covariance @ gradient) + noise_variance
+    return t_ppf(0.5 + INTERVAL / 2, dof) * math.sqrt(max(var, 0.0))
+
+
+@dataclass
+class Calibration:
+    """What the fit knows of its own error: the parameters' covariance from its residuals, and per metric the
+    variance of one new run — the larger of the residuals' (misfit and noise) and the repeats' (noise alone)."""
+
+    x: np.ndarray  # the fitted log coefficients
+    covariance: np.ndarray
+    noise: dict[str, float]
+    residual_variance: dict[str, float]
+    repeat_variance: dict[str, float]
+    dof: int
+
+    def gradient(self, run: MeasuredRun, model: ModelProfile, options: EngineOptions, h: float = 0.1) -> np.ndarray:
+        """∂ log figure / ∂ log coefficient, central differences (rows: INTERVAL_METRICS)."""
+        cols = []
+        for i in range(len(self.x)):
+            up, down = self.x.copy(), self.x.copy()
+            up[i] += h
+            down[i] -= h
+            hi, lo = _log_figures(run, up, model, options), _log_figures(run, down, model, options)
+            cols.append((hi - lo) / (2 * h))
+        return np.array(cols).T
+
+    def intervals(
+        self, run: MeasuredRun, model: ModelProfile, options: EngineOptions
+    ) -> dict[str, tuple[float, float, float]]:
+        """Per metric: (predicted, 90 % low, 90 % high)."""
+        predicted = _log_figures(run, self.x, model, options)
+        g = self.gradient(run, model, options)
+        out = {}
+        for k, m in enumerate(INTERVAL_METRICS):
+            w = half_width(g[k], self.covariance, self.noise[m], self.dof)
+            out[m] = (math.exp(predicted[k]), math.exp(predicted[k] - w), math.exp(predicted[k] + w))
+        return out
+
+
+def _log_figures(run: MeasuredRun, x: np.ndarray, model: ModelProfile, options: EngineOptions) -> np.ndarray:
+    sim = simulate(run, gpu_profile("fit", _step(x), options, "fit"), model)
+    return np.log([max(sim[m], 1e-12) for m in INTERVAL_METRICS])
+
+
+def calibration(runs: list[MeasuredRun], result: Fit, model: ModelProfile, options: EngineOptions) -> Calibration:
+    """The fit's error model, from its residuals on the runs it was fitted to and their repeats' spread."""
+    x = np.log([getattr(result.step, k) for k in PARAMS])
+    probe = Calibration(x, np.zeros((len(x), len(x))), {}, {}, {}, 1)
+    rows, residuals, by_metric = [], [], {m: [] for m in INTERVAL_METRICS}
+    for run, sim in result.rows:
+        g = probe.gradient(run, model, options)
+        for k, m in enumerate(INTERVAL_METRICS):
+            if run.figures[m] > 0 and sim[m] > 0:
+                r = math.log(sim[m] / run.figures[m])
+                rows.append(g[k])
+                residuals.append(r)
+                by_metric[m].append(r)
+    covariance, _, dof = parameter_covariance(np.array(rows), np.array(residuals))
+    share = dof / len(residuals)  # each metric's residuals carry their share of the degrees of freedom
+    resid = {m: float(np.sum(np.square(v))) / max(len(v) * share, 1e-9) for m, v in by_metric.items()}
+    repeats, _ = repeat_variance(runs)
+    noise = {m: max(resid[m], repeats[m]) for m in INTERVAL_METRICS}
+    return Calibration(x, covariance, noise, resid, repeats, dof)
+
+
 # -- the profile file ------------------------------------------------------------------------------------------------
 def rates(step: StepTime, context: float) -> dict[str, float]:
     """Derived: prefill tokens/s (one long prompt), and decode tokens/s of one request alone at this context."""

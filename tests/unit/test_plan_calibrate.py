@@ -165,3 +165,53 @@ def test_runs_calibrate_cannot_use_are_refused(tmp_path):
     write(tmp_path, [record(i, sent=0.3 * i, token_source="estimate") for i in range(6)])
     with pytest.raises(UserError, match="not the server's usage"):
         read_run(tmp_path / "records.jsonl")
+
+
+def test_a_straight_lines_prediction_interval_is_the_textbook_one():
+    """Least squares on y = a + b·x at x = 0, 1, 2, 3: the 90 % prediction interval at x0 = 5 is
+    t(0.95, 2) · s · √(1 + 1/n + (x0 − x̄)² / Sxx), s² = Σr² / (n − 2) — here s² = 0.2 / 2."""
+    from slabench.plan.calibrate import half_width, parameter_covariance
+
+    x = np.array([0.0, 1.0, 2.0, 3.0])
+    jacobian = np.column_stack([np.ones(4), x])
+    residuals = np.array([0.1, -0.3, 0.3, -0.1])
+    assert jacobian.T @ residuals == pytest.approx([0, 0])  # least squares' residuals: orthogonal to the fit
+    covariance, s2, dof = parameter_covariance(jacobian, residuals)
+    assert (s2, dof) == (pytest.approx(0.2 / 2), 2)
+    se = np.sqrt(0.1 * (1 + 1 / 4 + 3.5**2 / 5))
+    assert half_width(np.array([1.0, 5.0]), covariance, s2, dof) == pytest.approx(2.919986 * se, rel=1e-6)
+    # at the data's centre the parameters' share is the smallest: 1/n
+    assert half_width(np.array([1.0, 1.5]), covariance, s2, dof) == pytest.approx(2.919986 * np.sqrt(0.1 * 1.25))
+
+
+def test_the_run_to_run_spread_pools_repeats_of_a_level(tmp_path):
+    from slabench.plan.calibrate import repeat_variance
+
+    model = tiny_model(tmp_path)
+    a, b, c = synthetic_runs(model, (1, 1, 4), n=8)
+    a.figures["throughput_rps"] = 1.0
+    b.figures["throughput_rps"] = float(np.e)  # logs 0 and 1: variance ((−½)² + (½)²) / 1 = ½
+    variance, dof = repeat_variance([a, b, c])
+    assert dof == 1 and variance["throughput_rps"] == pytest.approx(0.5)
+    assert repeat_variance([a, c])[1] == 0  # no level repeated: no spread measured
+
+
+def test_held_out_levels_fall_in_the_calibrations_interval(tmp_path):
+    """Levels 1, 2, 4 measured twice each, the repeats ±6 % apart (a noisy server); the interval from the fit's
+    residuals and that spread holds levels 8 and 16 of the true server, and is wider than the spread alone."""
+    from slabench.plan.calibrate import calibration
+
+    model = tiny_model(tmp_path)
+    runs = []
+    for sign in (1, -1):
+        for run in synthetic_runs(model, (1, 2, 4)):
+            run.figures = {k: v * (1 + 0.06 * sign) for k, v in run.figures.items()}
+            runs.append(run)
+    result = fit(runs, model, OPTIONS, iterations=80)
+    cal = calibration(runs, result, model, OPTIONS)
+    spread = np.log(1.06 / 0.94) / np.sqrt(2)  # two logs d apart: sample variance d² / 2
+    assert np.sqrt(cal.repeat_variance["throughput_rps"]) == pytest.approx(spread)
+    for run in synthetic_runs(model, (8, 16)):
+        for metric, (predicted, lo, hi) in cal.intervals(run, model, OPTIONS).items():
+            assert lo < run.figures[metric] < hi, (run.users, metric, lo, run.figures[metric], hi)
+            assert lo < predicted < hi and np.log(hi / predicted) > 1.645 * spread, (run.users, metric)
