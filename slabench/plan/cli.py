@@ -218,9 +218,9 @@ def run(args: argparse.Namespace) -> int:
     for a in answers:
         price = replica_prices[a.gpu.name]
         cost = None
-        if a.answer is not None:
-            p = a.answer.prediction
-            cost = FleetCost(price.per_replica_usd_per_hour, a.replicas, p.drain_s / 3600.0, p.output_tokens, p.ok)
+        if a.planned is not None and a.pessimistic is not None:  # priced as planned: the pessimistic end's fleet
+            p = a.planned.prediction
+            cost = FleetCost(price.per_replica_usd_per_hour, a.pessimistic, p.drain_s / 3600.0, p.output_tokens, p.ok)
         plan.rows.append(Row(a, price, cost))
     plan.seconds = time.perf_counter() - t0
 

@@ -47,8 +47,12 @@ def test_plan_writes_the_answer_its_cost_and_the_plot(tmp_path):
     (row,) = doc["profiles"]
     assert row["replicas"] == 4  # worked out in tests/unit/test_plan.py
     assert row["one_fewer"]["replicas"] == 3 and not row["one_fewer"]["meets"]
-    hours = row["answer"]["drain_s"] / 3600
     assert abs(row["answer"]["drain_s"] - 91.0) < 1e-6  # groups at 0..90 s, the last done 1.0 s later
+    # Planned and priced at the pessimistic end of the default ×1.3 step-time interval: still 4 replicas (TTFT
+    # 0.13 s alone; with 3 one request waits a whole other one), the last done 1.3 s after the last group.
+    assert row["replicas_90"] == {"low": 4, "high": 4} and row["planned_replicas"] == 4
+    assert abs(row["planned"]["drain_s"] - 91.3) < 1e-6
+    hours = row["planned"]["drain_s"] / 3600
     assert row["cost"]["usd_per_hour"] == 8.0
     assert abs(row["cost"]["per_1000_calls_usd"] - 8.0 * hours / 40 * 1000) < 1e-9
     assert abs(row["cost"]["per_million_output_tokens_usd"] - 8.0 * hours / 400 * 1e6) < 1e-6
