@@ -215,3 +215,26 @@ def test_held_out_levels_fall_in_the_calibrations_interval(tmp_path):
         for metric, (predicted, lo, hi) in cal.intervals(run, model, OPTIONS).items():
             assert lo < run.figures[metric] < hi, (run.users, metric, lo, run.figures[metric], hi)
             assert lo < predicted < hi and np.log(hi / predicted) > 1.645 * spread, (run.users, metric)
+
+
+def test_the_interval_report_counts_held_out_figures_inside_and_their_median_error(tmp_path):
+    from slabench.plan.calibrate_cli import coverage_line, interval_report
+
+    model = tiny_model(tmp_path)
+    fitted, a, b = synthetic_runs(model, (1, 8, 16), n=8)
+    for run, tput in ((fitted, 1.0), (a, 10.0), (b, 20.0)):
+        run.figures = {"throughput_rps": tput, "ttft_p50": 0.1, "e2e_p50": 1.0}
+    iv = {  # predicted, low, high
+        "throughput_rps": [(1.0, 0.9, 1.1), (11.0, 9.0, 13.0), (16.0, 14.0, 18.0)],  # 20 is outside (−20 %)
+        "ttft_p50": [(0.1, 0.09, 0.11), (0.11, 0.08, 0.14), (0.095, 0.07, 0.12)],
+        "e2e_p50": [(1.0, 0.9, 1.1), (1.2, 0.9, 1.5), (0.9, 0.8, 1.1)],
+    }
+    judged = [(kind, run, {m: v[k] for m, v in iv.items()}) for k, (kind, run) in
+              enumerate((("fit", fitted), ("validate", a), ("validate", b)))]  # fmt: skip
+    report = interval_report(judged)
+    held = report["held_out"]
+    assert (held["figures"], held["inside"]) == (6, 5)  # the fitted run is not held out
+    assert held["median_abs_error"]["throughput_rps"] == pytest.approx((0.1 + 0.2) / 2)
+    assert held["median_abs_error"]["ttft_p50"] == pytest.approx((0.1 + 0.05) / 2)
+    assert not report["runs"][2]["figures"]["throughput_rps"]["inside"]
+    assert coverage_line(held).startswith("held-out: 5 of 6 figures inside their 90 % interval (83%)")
