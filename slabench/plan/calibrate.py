@@ -383,6 +383,10 @@ def nelder_mead(f, x0: np.ndarray, step: float = 0.5, iterations: int = 200, tol
 # -- the interval ----------------------------------------------------------------------------------------------------
 INTERVAL = 0.90
 INTERVAL_METRICS = ("throughput_rps", "ttft_p50", "e2e_p50")
+# A fit the runs barely pin (as many coefficients as figures, a coefficient no run moves) has no finite interval:
+# ×10⁶ either way stands for "unbounded" and keeps the arithmetic and the JSON finite.
+MAX_LOG_WIDTH = math.log(1e6)
+PINNED = 1e-6  # JᵀJ's smallest singular value, relative to its largest, a coefficient counts as pinned by the runs
 
 
 def repeat_variance(runs: list[MeasuredRun]) -> tuple[dict[str, float], int]:
@@ -405,10 +409,15 @@ def repeat_variance(runs: list[MeasuredRun]) -> tuple[dict[str, float], int]:
 
 def parameter_covariance(jacobian: np.ndarray, residuals: np.ndarray) -> tuple[np.ndarray, float, int]:
     """Least squares' covariance of the fitted parameters, s² (JᵀJ)⁺, with s² = Σ r² / (observations − parameters):
-    the residuals' variance and how little each parameter is pinned by the runs. Returns (covariance, s², dof)."""
+    the residuals' variance and how little each parameter is pinned by the runs. Returns (covariance, s², dof).
+
+    A combination of coefficients the runs move a million times less than the best-pinned one (JᵀJ's singular
+    values, relative: a coefficient such as the attention term when no prompt is long) is left out of the
+    pseudo-inverse: it does not matter to these runs, and the finite differences' noise along it would otherwise
+    make every interval unbounded."""
     dof = max(len(residuals) - jacobian.shape[1], 1)
     s2 = float(residuals @ residuals) / dof
-    return s2 * np.linalg.pinv(jacobian.T @ jacobian), s2, dof
+    return s2 * np.linalg.pinv(jacobian.T @ jacobian, rcond=PINNED), s2, dof
 
 
 def half_width(gradient: np.ndarray, covariance: np.ndarray, noise_variance: float, dof: int) -> float:
@@ -418,7 +427,8 @@ def half_width(gradient: np.ndarray, covariance: np.ndarray, noise_variance: flo
     from slabench.analysis.stats import t_ppf
 
     var = float(gradient @ covariance @ gradient) + noise_variance
-    return t_ppf(0.5 + INTERVAL / 2, dof) * math.sqrt(max(var, 0.0))
+    width = t_ppf(0.5 + INTERVAL / 2, dof) * math.sqrt(max(var, 0.0))
+    return min(width, MAX_LOG_WIDTH) if math.isfinite(width) else MAX_LOG_WIDTH
 
 
 @dataclass

@@ -16,9 +16,9 @@ from rich.table import Table
 
 from slabench.core.errors import UserError
 from slabench.core.files import check_output
-from slabench.sim.profiles import Uncertainty
 
 MAX_TOKENS = 1 << 24  # 16M tokens of context: beyond any served model
+MAX_FACTOR = 10.0  # the widest step-time uncertainty a profile states (Uncertainty.step_time_factor_90's bound)
 
 FIGURES = (("TTFT p50", "ttft_p50", "ms"), ("E2E p50", "e2e_p50", "ms"), ("req/s", "throughput_rps", ""),
            ("out tok/s", "output_tokens_per_s", ""))  # fmt: skip
@@ -86,7 +86,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from slabench.plan import calibrate as C
-    from slabench.sim.profiles import EngineOptions, load_model_profile
+    from slabench.sim.profiles import EngineOptions, Uncertainty, load_model_profile
 
     t0 = time.perf_counter()
     out = Path(args.out)
@@ -138,6 +138,13 @@ def run(args: argparse.Namespace) -> int:
     # The plan's step-time interval: throughput is the step time's direct image, so the widest throughput interval
     # of any run calibrate saw (the held-out ones extrapolate farthest) is the factor a plan allows either way.
     widest = max(math.log(iv["throughput_rps"][2] / iv["throughput_rps"][0]) for _, _, iv in judged)
+    if widest > math.log(MAX_FACTOR):
+        print(
+            f"slabench calibrate: warning: the fit pins the step time only within ×{math.exp(widest):.3g} either way "
+            f"at 90 % ({len(runs)} run(s), {cal.dof} degree(s) of freedom left after 5 coefficients); the profile "
+            f"states ×{MAX_FACTOR:g} — measure more levels, or repeat them, for a plan worth its interval",
+            file=sys.stderr,
+        )
     name = args.name or out.stem
     levels = ", ".join(str(r.users) for r in runs)
     sources = sorted({str(Path(r.source)) for r in runs})
@@ -151,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     ).model_copy(
         update={
             "uncertainty": Uncertainty(
-                step_time_factor_90=round(min(math.exp(widest), 10.0), 4),
+                step_time_factor_90=round(min(math.exp(widest), MAX_FACTOR), 4),
                 source=f"slabench calibrate {time.strftime('%Y-%m-%d')}: the widest 90 % throughput interval of its "
                 f"{len(judged)} run(s), from the fit's residuals (σ = {_sigma(cal.residual_variance)}) and the "
                 f"repeats' spread (σ = {_sigma(cal.repeat_variance)})",

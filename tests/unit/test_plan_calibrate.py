@@ -238,3 +238,53 @@ def test_the_interval_report_counts_held_out_figures_inside_and_their_median_err
     assert held["median_abs_error"]["ttft_p50"] == pytest.approx((0.1 + 0.05) / 2)
     assert not report["runs"][2]["figures"]["throughput_rps"]["inside"]
     assert coverage_line(held).startswith("held-out: 5 of 6 figures inside their 90 % interval (83%)")
+
+
+def test_calibrate_writes_the_intervals_and_the_profiles_uncertainty(tmp_path, capsys):
+    """Four runs fitted, one validated: the profile states its step-time factor (from this calibration, not the
+    public-figure default) and the intervals file judges the held-out run's three figures."""
+    from slabench.commands.cli import main
+    from slabench.sim.profiles import DEFAULT_STEP_TIME_FACTOR_90, load_gpu_profile
+
+    dirs = []
+    for k, (gap, prompt) in enumerate(((0.3, 400), (0.31, 420), (0.25, 600), (0.26, 610), (0.2, 900))):
+        d = tmp_path / f"run{k}"
+        d.mkdir()
+        write(d, [record(i, sent=gap * i, prompt=prompt + 7 * i) for i in range(12)])
+        dirs.append(str(d))
+    out = tmp_path / "gpu.yaml"
+    argv = ["calibrate", *dirs[:4], "--validate", dirs[4], "--out", str(out), "--model", "llama-3.2-3b",
+            "--kv-cache-tokens", "20000"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    said, warned = capsys.readouterr()
+    assert "warning" not in warned, warned
+    gpu = load_gpu_profile(out)
+    assert gpu.uncertainty.step_time_factor_90 != DEFAULT_STEP_TIME_FACTOR_90
+    assert gpu.uncertainty.source.startswith("slabench calibrate") and "repeats' spread" in gpu.uncertainty.source
+    report = json.loads((tmp_path / "gpu-intervals.json").read_text())
+    assert [r["kind"] for r in report["runs"]] == ["fit"] * 4 + ["validate"]
+    assert report["held_out"]["figures"] == 3 and "held-out:" in said.replace("\n", " ")
+    widest = max(
+        f["high"] / f["predicted"] for r in report["runs"] for m, f in r["figures"].items() if m == "throughput_rps"
+    )
+    assert gpu.uncertainty.step_time_factor_90 == pytest.approx(widest, rel=1e-3)
+
+
+def test_a_fit_its_runs_barely_pin_warns_and_states_the_widest_factor(tmp_path, capsys):
+    """Two runs: six figures for five coefficients leave one degree of freedom (t = 6.31) — no useful interval.
+    calibrate says so and the profile states the schema's widest factor, ×10, not an overflow."""
+    from slabench.commands.cli import main
+    from slabench.sim.profiles import load_gpu_profile
+
+    dirs = []
+    for k, (gap, prompt) in enumerate(((0.3, 400), (0.2, 900))):
+        d = tmp_path / f"run{k}"
+        d.mkdir()
+        write(d, [record(i, sent=gap * i, prompt=prompt + 7 * i) for i in range(12)])
+        dirs.append(str(d))
+    out = tmp_path / "gpu.yaml"
+    argv = ["calibrate", *dirs, "--out", str(out), "--model", "llama-3.2-3b", "--kv-cache-tokens", "20000"]
+    assert main(argv) == 0
+    warned = capsys.readouterr().err
+    assert "pins the step time only within" in warned and "1 degree(s) of freedom" in warned, warned
+    assert load_gpu_profile(out).uncertainty.step_time_factor_90 == 10.0
