@@ -59,8 +59,8 @@ class Plan:
             f"prices: {self.prices}; one replica = one GPU (or MIG slice) of the profile's first instance type",
             "cost: every replica is up before the load and paid from its first arrival until the last request ends",
             "replicas: N (90 %: a–b) — the model's count, and the counts if each step takes 1/f or f times as long "
-            "(f: the profile's stated 90 % step-time uncertainty); the plan picks b, the interval's pessimistic end, "
-            "and its figures, margin and cost are b's at that end",
+            "(f: the profile's stated 90 % step-time uncertainty, or --step-time-factor); the plan picks b, the "
+            "interval's pessimistic end, and its figures, margin and cost are b's at that end",
             f"engine: the simulator's vLLM capacity model (slabench/sim) with {self.serving} (vLLM's defaults per card "
             "where unset, prefix caching on); GPU figures are approximate public ones (docs/simulator.md)",
             f"a request not finished {self.drain_timeout:g} s after the last arrival is incomplete and counts as an "

@@ -225,9 +225,11 @@ def plan_profile(
     drain_timeout: float,
     max_replicas: int,
     serving: dict | None = None,
+    step_time_factor: float | None = None,
 ) -> ProfileAnswer:
     """One row of the plan (runs in a worker process: everything here is picklable). `serving`: vLLM flags over the
-    profile's own (`slabench.plan.serving`)."""
+    profile's own (`slabench.plan.serving`). `step_time_factor`:
+    the 90 % step-time interval instead of the profile's stated one (1: the model's count alone)."""
     t0 = time.perf_counter()
     try:
         config = load_profile(gpu_ref, model_ref, engine={**(serving or {}), **PLAN_ENGINE})
@@ -237,7 +239,7 @@ def plan_profile(
         gpu, model = load_gpu_profile(gpu_ref), load_model_profile(model_ref)
         return ProfileAnswer(gpu, model, {}, problem=str(e), seconds=time.perf_counter() - t0)
     answer = ProfileAnswer(config.gpu, config.model, config.summary())
-    answer.factor = config.gpu.uncertainty.step_time_factor_90
+    answer.factor = step_time_factor or config.gpu.uncertainty.step_time_factor_90
     answer.floor = floor_figures(config, load)
     hopeless = _hopeless(checks, answer.floor)
     if hopeless:
