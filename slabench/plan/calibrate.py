@@ -459,7 +459,7 @@ class Calibration:
     ) -> dict[str, tuple[float, float, float]]:
         """Per metric: (predicted, 90 % low, 90 % high)."""
         predicted = _log_figures(run, self.x, model, options)
-        g = self.gradient(run, model, options)
+        g = np.nan_to_num(self.gradient(run, model, options), nan=0.0, posinf=0.0, neginf=0.0)
         out = {}
         for k, m in enumerate(INTERVAL_METRICS):
             w = half_width(g[k], self.covariance, self.noise[m], self.dof)
@@ -469,7 +469,7 @@ class Calibration:
 
 def _log_figures(run: MeasuredRun, x: np.ndarray, model: ModelProfile, options: EngineOptions) -> np.ndarray:
     sim = simulate(run, gpu_profile("fit", _step(x), options, "fit"), model)
-    return np.log([max(sim[m], 1e-12) for m in INTERVAL_METRICS])
+    return np.log([min(max(sim[m], 1e-12), 1e12) for m in INTERVAL_METRICS])
 
 
 def calibration(runs: list[MeasuredRun], result: Fit, model: ModelProfile, options: EngineOptions) -> Calibration:
@@ -480,11 +480,14 @@ def calibration(runs: list[MeasuredRun], result: Fit, model: ModelProfile, optio
     for run, sim in result.rows:
         g = probe.gradient(run, model, options)
         for k, m in enumerate(INTERVAL_METRICS):
-            if run.figures[m] > 0 and sim[m] > 0:
+            if 0 < run.figures[m] < math.inf and 0 < sim[m] < math.inf and np.isfinite(g[k]).all():
                 r = math.log(sim[m] / run.figures[m])
                 rows.append(g[k])
                 residuals.append(r)
                 by_metric[m].append(r)
+    if not residuals:  # nothing finite to judge the fit by: an interval as wide as there is
+        unbounded = {m: (MAX_LOG_WIDTH / 1.645) ** 2 for m in INTERVAL_METRICS}
+        return Calibration(x, np.zeros((len(x), len(x))), unbounded, unbounded, repeat_variance(runs)[0], 1)
     covariance, _, dof = parameter_covariance(np.array(rows), np.array(residuals))
     share = dof / len(residuals)  # each metric's residuals carry their share of the degrees of freedom
     resid = {m: float(np.sum(np.square(v))) / max(len(v) * share, 1e-9) for m, v in by_metric.items()}
