@@ -264,6 +264,13 @@ def plot_png(plan: Plan) -> bytes:
         stopped = [p.replicas for p in probes if not p.prediction.complete]
         if stopped:
             ax.scatter(stopped, [top] * len(stopped), marker="^", color=line.get_color(), s=30, zorder=4)
+        planned = {e: pr.figures.get("ttft_p95") for e, pr in r.answer.at_planned.items()}
+        if r.answer.pessimistic is not None and all(v is not None and math.isfinite(v) for v in planned.values()):
+            lo, mid, hi = (min(float(planned[e] or 0), top) for e in ("optimistic", "model", "pessimistic"))
+            ax.errorbar(  # the planned fleet: its TTFT p95 by the model, and the interval's ends
+                [r.answer.pessimistic], [mid], yerr=[[mid - lo], [hi - mid]], fmt="s", ms=5, capsize=3,
+                color=line.get_color(), zorder=5,
+            )  # fmt: skip
         if r.answer.replicas is not None:
             ax.axvline(r.answer.replicas, color=line.get_color(), lw=0.8, ls=":")
             ax.annotate(
@@ -284,7 +291,10 @@ def plot_png(plan: Plan) -> bytes:
     ax.tick_params(axis="both", which="minor", labelsize=7)
     ax.set_xlabel("replicas")
     ax.set_ylabel("predicted TTFT p95 (s)")
-    ax.set_title("TTFT p95 vs replicas (▲: stopped early, a check already missed; dotted: the answer)", fontsize=9)
+    ax.set_title(
+        "TTFT p95 vs replicas (▲: stopped early; dotted: the model's answer; ■: the planned fleet, its 90 % interval)",
+        fontsize=9,
+    )
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     buf = io.BytesIO()
