@@ -61,7 +61,13 @@ def main() -> None:
             )
         for p in plan["profiles"]:
             fleets = len(p["probes"])
-            print(f"  {p['gpu']:<26} replicas {p['replicas']!s:>5}  {fleets} fleets  {p['search_seconds']:.1f} s")
+            iv = p.get("replicas_90") or {}
+            replicas = f"{p['replicas']} (90 %: {iv.get('low')}–{iv.get('high')})" if p["replicas"] else "none"
+            cost = p.get("cost", {}).get("usd_per_hour")
+            print(
+                f"  {p['gpu']:<26} replicas {replicas:>20}  planned {p.get('planned_replicas')!s:>5}"
+                f"  ${cost or 0:,.2f}/h  {fleets} fleets  {p['search_seconds']:.1f} s"
+            )
 
 
 if __name__ == "__main__":

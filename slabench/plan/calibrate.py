@@ -395,6 +395,123 @@ def nelder_mead(
     return simplex[i], values[i], calls
 
 
+# -- the interval ----------------------------------------------------------------------------------------------------
+INTERVAL = 0.90
+INTERVAL_METRICS = ("throughput_rps", "ttft_p50", "e2e_p50")
+# A fit the runs barely pin (as many coefficients as figures, a coefficient no run moves) has no finite interval:
+# ×10⁶ either way stands for "unbounded" and keeps the arithmetic and the JSON finite.
+MAX_LOG_WIDTH = math.log(1e6)
+PINNED = 1e-6  # JᵀJ's smallest singular value, relative to its largest, a coefficient counts as pinned by the runs
+
+
+def repeat_variance(runs: list[MeasuredRun]) -> tuple[dict[str, float], int]:
+    """The run-to-run spread: per metric, the pooled variance of the log measured figure among runs at the same
+    number of users (a level measured twice or more), and its degrees of freedom (0: no level was repeated)."""
+    groups: dict[int, list[MeasuredRun]] = {}
+    for run in runs:
+        groups.setdefault(run.users, []).append(run)
+    dof = sum(len(g) - 1 for g in groups.values() if len(g) > 1)
+    out = {}
+    for m in INTERVAL_METRICS:
+        ss = 0.0
+        for g in groups.values():
+            logs = np.log([r.figures[m] for r in g if r.figures[m] > 0])
+            if len(logs) > 1:
+                ss += float(((logs - logs.mean()) ** 2).sum())
+        out[m] = ss / dof if dof else 0.0
+    return out, dof
+
+
+def parameter_covariance(jacobian: np.ndarray, residuals: np.ndarray) -> tuple[np.ndarray, float, int]:
+    """Least squares' covariance of the fitted parameters, s² (JᵀJ)⁺, with s² = Σ r² / (observations − parameters):
+    the residuals' variance and how little each parameter is pinned by the runs. Returns (covariance, s², dof).
+
+    A combination of coefficients the runs move a million times less than the best-pinned one (JᵀJ's singular
+    values, relative: a coefficient such as the attention term when no prompt is long) is left out of the
+    pseudo-inverse: it does not matter to these runs, and the finite differences' noise along it would otherwise
+    make every interval unbounded."""
+    dof = max(len(residuals) - jacobian.shape[1], 1)
+    s2 = float(residuals @ residuals) / dof
+    return s2 * np.linalg.pinv(jacobian.T @ jacobian, rcond=PINNED), s2, dof
+
+
+def half_width(gradient: np.ndarray, covariance: np.ndarray, noise_variance: float, dof: int) -> float:
+    """The 90 % prediction interval's half-width, in log units, of a figure whose log has this gradient in the
+    parameters: t(0.95, dof) · √(gᵀ Σ g + the variance of one new run). The first term grows the farther a run lies
+    from those fitted (an extrapolation); the second is the noise no fit removes."""
+    from slabench.analysis.stats import t_ppf
+
+    var = float(gradient @ covariance @ gradient) + noise_variance
+    width = t_ppf(0.5 + INTERVAL / 2, dof) * math.sqrt(max(var, 0.0))
+    return min(width, MAX_LOG_WIDTH) if math.isfinite(width) else MAX_LOG_WIDTH
+
+
+@dataclass
+class Calibration:
+    """What the fit knows of its own error: the parameters' covariance from its residuals, and per metric the
+    variance of one new run — the larger of the residuals' (misfit and noise) and the repeats' (noise alone)."""
+
+    x: np.ndarray  # the fitted log coefficients
+    covariance: np.ndarray
+    noise: dict[str, float]
+    residual_variance: dict[str, float]
+    repeat_variance: dict[str, float]
+    dof: int
+
+    def gradient(self, run: MeasuredRun, model: ModelProfile, options: EngineOptions, h: float = 0.1) -> np.ndarray:
+        """∂ log figure / ∂ log coefficient, central differences (rows: INTERVAL_METRICS)."""
+        cols = []
+        for i in range(len(self.x)):
+            up, down = self.x.copy(), self.x.copy()
+            up[i] += h
+            down[i] -= h
+            hi, lo = _log_figures(run, up, model, options), _log_figures(run, down, model, options)
+            cols.append((hi - lo) / (2 * h))
+        return np.array(cols).T
+
+    def intervals(
+        self, run: MeasuredRun, model: ModelProfile, options: EngineOptions
+    ) -> dict[str, tuple[float, float, float]]:
+        """Per metric: (predicted, 90 % low, 90 % high)."""
+        predicted = _log_figures(run, self.x, model, options)
+        g = np.nan_to_num(self.gradient(run, model, options), nan=0.0, posinf=0.0, neginf=0.0)
+        out = {}
+        for k, m in enumerate(INTERVAL_METRICS):
+            w = half_width(g[k], self.covariance, self.noise[m], self.dof)
+            out[m] = (math.exp(predicted[k]), math.exp(predicted[k] - w), math.exp(predicted[k] + w))
+        return out
+
+
+def _log_figures(run: MeasuredRun, x: np.ndarray, model: ModelProfile, options: EngineOptions) -> np.ndarray:
+    sim = simulate(run, gpu_profile("fit", _step(x), options, "fit"), model)
+    return np.log([min(max(sim[m], 1e-12), 1e12) for m in INTERVAL_METRICS])
+
+
+def calibration(runs: list[MeasuredRun], result: Fit, model: ModelProfile, options: EngineOptions) -> Calibration:
+    """The fit's error model, from its residuals on the runs it was fitted to and their repeats' spread."""
+    x = np.log([getattr(result.step, k) for k in PARAMS])
+    probe = Calibration(x, np.zeros((len(x), len(x))), {}, {}, {}, 1)
+    rows, residuals = [], []
+    by_metric: dict[str, list[float]] = {m: [] for m in INTERVAL_METRICS}
+    for run, sim in result.rows:
+        g = probe.gradient(run, model, options)
+        for k, m in enumerate(INTERVAL_METRICS):
+            if 0 < run.figures[m] < math.inf and 0 < sim[m] < math.inf and np.isfinite(g[k]).all():
+                r = math.log(sim[m] / run.figures[m])
+                rows.append(g[k])
+                residuals.append(r)
+                by_metric[m].append(r)
+    if not residuals:  # nothing finite to judge the fit by: an interval as wide as there is
+        unbounded = {m: (MAX_LOG_WIDTH / 1.645) ** 2 for m in INTERVAL_METRICS}
+        return Calibration(x, np.zeros((len(x), len(x))), unbounded, unbounded, repeat_variance(runs)[0], 1)
+    covariance, _, dof = parameter_covariance(np.array(rows), np.array(residuals))
+    share = dof / len(residuals)  # each metric's residuals carry their share of the degrees of freedom
+    resid = {m: float(np.sum(np.square(v))) / max(len(v) * share, 1e-9) for m, v in by_metric.items()}
+    repeats, _ = repeat_variance(runs)
+    noise = {m: max(resid[m], repeats[m]) for m in INTERVAL_METRICS}
+    return Calibration(x, covariance, noise, resid, repeats, dof)
+
+
 # -- the profile file ------------------------------------------------------------------------------------------------
 def rates(step: StepTime, context: float) -> dict[str, float]:
     """Derived: prefill tokens/s (one long prompt), and decode tokens/s of one request alone at this context."""

@@ -4,9 +4,13 @@ of one real server, so `slabench plan --profiles FILE` can size fleets of it. Me
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import statistics
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
@@ -14,7 +18,11 @@ from rich.table import Table
 from slabench.core.errors import UserError
 from slabench.core.files import check_output
 
+if TYPE_CHECKING:
+    from slabench.plan.calibrate import MeasuredRun
+
 MAX_TOKENS = 1 << 24  # 16M tokens of context: beyond any served model
+MAX_FACTOR = 10.0  # the widest step-time uncertainty a profile states (Uncertainty.step_time_factor_90's bound)
 
 FIGURES = (("TTFT p50", "ttft_p50", "ms"), ("E2E p50", "e2e_p50", "ms"), ("req/s", "throughput_rps", ""),
            ("out tok/s", "output_tokens_per_s", ""))  # fmt: skip
@@ -82,7 +90,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     from slabench.plan import calibrate as C
-    from slabench.sim.profiles import EngineOptions, load_model_profile
+    from slabench.sim.profiles import EngineOptions, Uncertainty, load_model_profile
 
     t0 = time.perf_counter()
     out = Path(args.out)
@@ -128,6 +136,19 @@ def run(args: argparse.Namespace) -> int:
     for why in C.measurement_doubts(runs + checks):
         print(f"slabench calibrate: warning: {why}", file=sys.stderr)
     result = C.fit(runs, model, options)
+    cal = C.calibration(runs, result, model, options)
+    judged = [("fit", r, cal.intervals(r, model, options)) for r in runs]
+    judged += [("validate", r, cal.intervals(r, model, options)) for r in checks]
+    # The plan's step-time interval: throughput is the step time's direct image, so the widest throughput interval
+    # of any run calibrate saw (the held-out ones extrapolate farthest) is the factor a plan allows either way.
+    widest = max(math.log(iv["throughput_rps"][2] / iv["throughput_rps"][0]) for _, _, iv in judged)
+    if widest > math.log(MAX_FACTOR):
+        print(
+            f"slabench calibrate: warning: the fit pins the step time only within ×{math.exp(widest):.3g} either way "
+            f"at 90 % ({len(runs)} run(s), {cal.dof} degree(s) of freedom left after 5 coefficients); the profile "
+            f"states ×{MAX_FACTOR:g} — measure more levels, or repeat them, for a plan worth its interval",
+            file=sys.stderr,
+        )
     name = args.name or out.stem
     levels = ", ".join(str(r.users) for r in runs)
     sources = sorted({str(Path(r.source)) for r in runs})
@@ -138,6 +159,15 @@ def run(args: argparse.Namespace) -> int:
         source=f"slabench calibrate {time.strftime('%Y-%m-%d')}: fitted to {len(runs)} run(s) at {levels} users "
         f"({', '.join(sources)})",
         description=f"measured: {model.name} on the server of {sources[0]}",
+    ).model_copy(
+        update={
+            "uncertainty": Uncertainty(
+                step_time_factor_90=round(min(math.exp(widest), MAX_FACTOR), 4),
+                source=f"slabench calibrate {time.strftime('%Y-%m-%d')}: the widest 90 % throughput interval of its "
+                f"{len(judged)} run(s), from the fit's residuals (σ = {_sigma(cal.residual_variance)}) and the "
+                f"repeats' spread (σ = {_sigma(cal.repeat_variance)})",
+            )
+        }
     )
     context = float(sum(r.mix.prompt_tokens.mean() for r in runs) / len(runs))
     derived = C.rates(result.step, context)
@@ -156,6 +186,9 @@ def run(args: argparse.Namespace) -> int:
         model_path = out.with_name(f"{out.stem}-model.yaml")
         model_path.write_text(C.model_yaml(model))
 
+    intervals_path = out.with_name(f"{out.stem}-intervals.json")
+    report = interval_report(judged)
+    intervals_path.write_text(json.dumps(report, indent=2) + "\n")
     rows = [("fit", r, s) for r, s in result.rows]
     fitted_gpu = C.gpu_profile(name, result.step, options, "fit")
     rows += [("validate", r, C.simulate(r, fitted_gpu, model)) for r in checks]
@@ -172,6 +205,12 @@ def run(args: argparse.Namespace) -> int:
     )
     for h in header[1:2]:
         console.print(h)
+    console.print(
+        f"90 % intervals ({intervals_path}): step time within ×1/{gpu.uncertainty.step_time_factor_90:.3g} … "
+        f"×{gpu.uncertainty.step_time_factor_90:.3g}; {gpu.uncertainty.source}"
+    )
+    if report["held_out"]["figures"]:
+        console.print(coverage_line(report["held_out"]))
     written = f"{out}" + (f" and {model_path}" if model_path else "")
     console.print(
         f"wrote {written} ({time.perf_counter() - t0:.1f} s); plan with it: slabench plan --profiles {out}"
@@ -179,3 +218,40 @@ def run(args: argparse.Namespace) -> int:
         + " --price NAME=USD"
     )
     return 0
+
+
+def _sigma(variances: dict[str, float]) -> str:
+    return ", ".join(f"{m.replace('_rps', '')} {math.sqrt(v):.1%}" for m, v in variances.items())
+
+
+def interval_report(judged: list[tuple[str, MeasuredRun, dict[str, tuple[float, float, float]]]]) -> dict[str, Any]:
+    """Per run, each figure measured, predicted and its 90 % interval; for the held-out (--validate) runs, the share
+    of figures inside their interval and the median error per metric."""
+    runs: list[dict[str, Any]] = []
+    inside: list[bool] = []
+    errors: dict[str, list[float]] = {}
+    for kind, run, iv in judged:
+        figures = {}
+        for m, (pred, lo, hi) in iv.items():
+            measured = run.figures[m]
+            hit = lo <= measured <= hi
+            figures[m] = {"measured": measured, "predicted": pred, "low": lo, "high": hi, "inside": hit}
+            if kind == "validate":
+                inside.append(hit)
+                errors.setdefault(m, []).append(abs(pred / measured - 1))
+        runs.append({"kind": kind, "run": run.source, "users": run.users, "figures": figures})
+    held_out = {
+        "figures": len(inside),
+        "inside": sum(inside),
+        "coverage": sum(inside) / len(inside) if inside else None,
+        "median_abs_error": {m: statistics.median(v) for m, v in errors.items()},
+    }
+    return {"interval": 0.90, "runs": runs, "held_out": held_out}
+
+
+def coverage_line(held_out: dict[str, Any]) -> str:
+    errs = ", ".join(f"{m} {e:.1%}" for m, e in held_out["median_abs_error"].items())
+    return (
+        f"held-out: {held_out['inside']} of {held_out['figures']} figures inside their 90 % interval "
+        f"({held_out['coverage']:.0%}); median |error|: {errs}"
+    )

@@ -3,8 +3,10 @@
 A plan sizes the fleet on what the simulator predicts: TTFT (from the schedule: in virtual time a request is sent
 when it is due), ITL, TPOT and E2E ceilings at any percentile or mean, and the error and incomplete rates. Cost and
 throughput checks are the plan's *output* (it prices each answer), and quality floors are the model's, not the
-fleet's, so they are left out. A predicted figure meets its check when it is at or below the target: a prediction
-has no confidence interval, so conditional bands play no part.
+fleet's, so they are left out. A predicted figure meets its check when it is at or below the target; the
+prediction's uncertainty is not a conditional band here but a second search: the plan is sized where every check is
+met with each step as slow as the profile's 90 % interval allows (`slabench.plan.search`), so conditional bands play
+no part.
 """
 
 from __future__ import annotations

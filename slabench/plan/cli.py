@@ -86,6 +86,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="PROFILE=USD",
         help="one replica's hourly cost for a profile, instead of the price table (repeatable)",
     )
+    s.add_argument(
+        "--step-time-factor",
+        type=float,
+        metavar="F",
+        help="the 90 %% step-time interval (×1/F … ×F) for every profile instead of each one's stated uncertainty; "
+        "1: plan at the model's count alone (one search per profile, a third of the time)",
+    )
     s.add_argument("--jobs", type=int, default=0, help="profiles planned in parallel (default: 2, or fewer CPUs)")
     o = p.add_argument_group("output")
     o.add_argument("--out", help="directory for plan.json and plan.png (default: runs/plan-<time>)")
@@ -164,6 +171,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--max-replicas {args.max_replicas}: must be at least 1")
     if not (math.isfinite(args.drain_timeout) and args.drain_timeout > 0):
         raise UserError(f"--drain-timeout {args.drain_timeout:g}: must be > 0 seconds")
+    if args.step_time_factor is not None and not (
+        math.isfinite(args.step_time_factor) and 1 <= args.step_time_factor <= 10
+    ):
+        raise UserError(f"--step-time-factor {args.step_time_factor:g}: must be from 1 (no interval) to 10")
     if args.jobs < 0:
         raise UserError(f"--jobs {args.jobs}: must be 0 (the default: 2, or fewer CPUs) or more")
     args.jobs = args.jobs or max(1, min(2, os.cpu_count() or 1))
@@ -200,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
                 args.drain_timeout,
                 args.max_replicas,
                 serving,
+                args.step_time_factor,
             )
             for i in order
         }
@@ -220,11 +232,9 @@ def run(args: argparse.Namespace) -> int:
     for a in answers:
         price = replica_prices[a.gpu.name]
         cost = None
-        if a.answer is not None:
-            p = a.answer.prediction
-            cost = FleetCost(
-                price.per_replica_usd_per_hour, a.answer.replicas, p.drain_s / 3600.0, p.output_tokens, p.ok
-            )
+        if a.planned is not None and a.pessimistic is not None:  # priced as planned: the pessimistic end's fleet
+            p = a.planned.prediction
+            cost = FleetCost(price.per_replica_usd_per_hour, a.pessimistic, p.drain_s / 3600.0, p.output_tokens, p.ok)
         plan.rows.append(Row(a, price, cost))
     plan.seconds = time.perf_counter() - t0
 

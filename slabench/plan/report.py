@@ -59,6 +59,9 @@ class Plan:
             + ("`round_robin` (its default)" if self.balancer == "round-robin" else "`least_outstanding_requests`"),
             f"prices: {self.prices}; one replica = one GPU (or MIG slice) of the profile's first instance type",
             "cost: every replica is up before the load and paid from its first arrival until the last request ends",
+            "replicas: N (90 %: a–b) — the model's count, and the counts if each step takes 1/f or f times as long "
+            "(f: the profile's stated 90 % step-time uncertainty, or --step-time-factor); the plan picks b, the "
+            "interval's pessimistic end, and its figures, margin and cost are b's at that end",
             f"engine: the simulator's vLLM capacity model (slabench/sim) with {self.serving} (vLLM's defaults per card "
             "where unset, prefix caching on); GPU figures are approximate public ones (docs/simulator.md)",
             f"a request not finished {self.drain_timeout:g} s after the last arrival is incomplete and counts as an "
@@ -86,7 +89,11 @@ def _row_dict(r: Row) -> dict[str, Any]:
         "gpu_description": a.gpu.description,
         "engine": a.engine,
         "replicas": a.replicas,
-        "problem": a.problem,
+        "replicas_90": {"low": a.optimistic, "high": a.pessimistic} if a.replicas is not None else None,
+        "planned_replicas": a.pessimistic,
+        "step_time_factor_90": a.factor,
+        "uncertainty_source": a.gpu.uncertainty.source,
+        "problem": a.problem or (a.pessimistic_problem and f"at the pessimistic end: {a.pessimistic_problem}"),
         "first_guess": a.first_guess,
         "search_seconds": round(a.seconds, 2),
     }
@@ -112,6 +119,14 @@ def _row_dict(r: Row) -> dict[str, Any]:
         out["margin"] = b.margin if b else None
     if a.below is not None:
         out["one_fewer"] = a.below.to_dict()
+    if a.planned is not None:
+        pb = a.planned_binding
+        out["planned"] = a.planned.to_dict()
+        out["planned_binding_check"] = pb.check.name if pb else None
+        out["planned_margin"] = pb.margin if pb else None
+        out["figures_90"] = {  # at the planned count: the model's figure and the interval's ends
+            k: {e: p.figures.get(k) for e, p in a.at_planned.items()} for k in a.planned.prediction.figures
+        }
     out["probes"] = [p.to_dict() for p in a.probes]
     return out
 
@@ -140,40 +155,52 @@ class PlanView:
         plan = self.plan
         yield self._narrow() if options.max_width < 120 else self._wide()
         yield Text(f"checks: {', '.join(f'{c.name} ≤ {c.target:g}' for c in plan.checks)}")
-        for r in plan.sorted_rows():
-            if r.answer.answer is None or r.cost is None:
-                yield Text(f"note: {r.answer.gpu.name}: {r.answer.problem}", style="yellow")
-        for a in plan.assumptions:
-            yield Text(f"assumption: {a}")
+        yield Text(
+            "planned: the fewest replicas meeting every check at the 90 % interval's pessimistic end (each step "
+            "taking the profile's uncertainty factor longer); cost, drain, TTFT and margin are for that fleet there"
+        )
+        for row in plan.sorted_rows():
+            a = row.answer
+            if a.answer is None or row.cost is None:
+                why = a.problem or f"at the 90 % interval's pessimistic end: {a.pessimistic_problem}"
+                yield Text(f"note: {a.gpu.name}: {why}", style="yellow")
+        for assumption in plan.assumptions:
+            yield Text(f"assumption: {assumption}")
 
-    def _cells(self) -> list[tuple[str, str, Text, str, str, str, str, str, str, str]]:
-        """Per row: GPU, instance, replicas, $/h, $/1M out, $/1k calls, drain, TTFT p95, margin, binding check."""
-        out: list[tuple[str, str, Text, str, str, str, str, str, str, str]] = []
+    def _cells(self) -> list[tuple[str, str, str, Text, str, str, str, str, str, str, str]]:
+        """Per row: GPU, instance, replicas (90 %), planned, $/h, $/1M out, $/1k calls, drain, TTFT p95, margin,
+        binding check — the last six for the planned fleet at the pessimistic end."""
+        out: list[tuple[str, str, str, Text, str, str, str, str, str, str, str]] = []
         for r in self.plan.sorted_rows():
             a = r.answer
             itype = r.price.instance_type + (f" ({a.gpu.mig_profile})" if a.gpu.mig_profile else "") if r.price else "—"
-            if a.answer is None or r.cost is None:
-                out.append((a.gpu.name, itype, Text("none", style="bold red"), "—", "—", "—", "—", "—", "—", "—"))
+            interval = a.replicas_text() if a.answer is not None else "—"
+            if a.planned is None or r.cost is None:
+                out.append((a.gpu.name, itype, interval, Text("none", style="bold red"), *(("—",) * 7)))
                 continue
-            p = a.answer.prediction
-            b = a.binding
+            p = a.planned.prediction
+            b = a.planned_binding
             margin, check = (f"{b.margin:.2%}", b.check.name) if b and b.margin is not None else ("—", "")
             out.append((
-                a.gpu.name, itype, Text(str(a.replicas), style="bold"), _usd(r.cost.usd_per_hour),
+                a.gpu.name, itype, interval, Text(f"{a.pessimistic}", style="bold"), _usd(r.cost.usd_per_hour),
                 _usd(r.cost.per_million_output_tokens), _usd(r.cost.per_1000_calls), _s(p.drain_s),
                 _s(p.figures.get("ttft_p95")), margin, check,
             ))  # fmt: skip
         return out
 
     def _title(self) -> str:
-        return f"slabench plan — {self.plan.contract}: fewest replicas meeting every latency check, cheapest first"
+        return (
+            f"slabench plan — {self.plan.contract}: fewest replicas meeting every latency check at the 90 % "
+            "interval's pessimistic end, cheapest first"
+        )
 
     def _wide(self) -> Table:
         t = Table(title=self._title())
         heads = (
             "GPU profile",
             "instance",
-            "replicas",
+            "replicas (90 %)",
+            "planned",
             "$/h",
             "$/1M out tok",
             "$/1k calls",
@@ -183,17 +210,26 @@ class PlanView:
         )
         for h in heads:
             t.add_column(h, justify="left" if h in ("GPU profile", "instance", "margin") else "right", no_wrap=True)
-        for gpu, itype, n, usd_h, per_m, per_k, drain, ttft, margin, check in self._cells():
-            t.add_row(gpu, itype, n, usd_h, per_m, per_k, drain, ttft, f"{margin} ({check})" if check else margin)
+        for gpu, itype, iv, n, usd_h, per_m, per_k, drain, ttft, margin, check in self._cells():
+            t.add_row(gpu, itype, iv, n, usd_h, per_m, per_k, drain, ttft, f"{margin} ({check})" if check else margin)
         return t
 
     def _narrow(self) -> Table:
         t = Table(title=self._title(), box=box.SIMPLE_HEAD, title_justify="left", show_edge=False, padding=(0, 1, 0, 0))
-        heads = ("GPU profile\ninstance", "replicas", "$/h", "$/1M out\n$/1k calls", "drain\nTTFT p95", "margin\ncheck")
+        heads = (
+            "GPU profile\ninstance",
+            "replicas\nplanned",
+            "$/h\n$/1M out\n$/1k calls",
+            "drain\nTTFT p95",
+            "margin\ncheck",
+        )
         for h in heads:
             t.add_column(h, justify="left" if h in (heads[0], heads[-1]) else "right", no_wrap=True)
-        for gpu, itype, n, usd_h, per_m, per_k, drain, ttft, margin, check in self._cells():
-            t.add_row(f"{gpu}\n{itype}", n, usd_h, f"{per_m}\n{per_k}", f"{drain}\n{ttft}", f"{margin}\n{check}")
+        for gpu, itype, iv, n, usd_h, per_m, per_k, drain, ttft, margin, check in self._cells():
+            t.add_row(
+                f"{gpu}\n{itype}", Text(f"{iv}\n").append(n), f"{usd_h}\n{per_m}\n{per_k}", f"{drain}\n{ttft}",
+                f"{margin}\n{check}",
+            )  # fmt: skip
         return t
 
 
@@ -233,6 +269,13 @@ def plot_png(plan: Plan) -> bytes:
         stopped = [p.replicas for p in probes if not p.prediction.complete]
         if stopped:
             ax.scatter(stopped, [top] * len(stopped), marker="^", color=line.get_color(), s=30, zorder=4)
+        planned = {e: pr.figures.get("ttft_p95") for e, pr in r.answer.at_planned.items()}
+        if r.answer.pessimistic is not None and all(v is not None and math.isfinite(v) for v in planned.values()):
+            lo, mid, hi = (min(float(planned[e] or 0), top) for e in ("optimistic", "model", "pessimistic"))
+            ax.errorbar(  # the planned fleet: its TTFT p95 by the model, and the interval's ends
+                [r.answer.pessimistic], [mid], yerr=[[mid - lo], [hi - mid]], fmt="s", ms=5, capsize=3,
+                color=line.get_color(), zorder=5,
+            )  # fmt: skip
         if r.answer.replicas is not None:
             ax.axvline(r.answer.replicas, color=line.get_color(), lw=0.8, ls=":")
             ax.annotate(
@@ -253,7 +296,10 @@ def plot_png(plan: Plan) -> bytes:
     ax.tick_params(axis="both", which="minor", labelsize=7)
     ax.set_xlabel("replicas")
     ax.set_ylabel("predicted TTFT p95 (s)")
-    ax.set_title("TTFT p95 vs replicas (▲: stopped early, a check already missed; dotted: the answer)", fontsize=9)
+    ax.set_title(
+        "TTFT p95 vs replicas (▲: stopped early; dotted: the model's answer; ■: the planned fleet, its 90 % interval)",
+        fontsize=9,
+    )
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     buf = io.BytesIO()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -71,10 +71,29 @@ class ProfileAnswer:
     first_guess: int | None = None
     floor: dict[str, float | None] = field(default_factory=dict)  # figures with each request alone on a replica
     seconds: float = 0.0
+    # The 90 % interval: the profile's step time ×1/f (optimistic) and ×f (pessimistic), f = step_time_factor_90.
+    factor: float = 1.0
+    optimistic: int | None = None  # the fewest replicas if the card is as fast as the interval allows
+    pessimistic: int | None = None  # ... as slow: the count the plan picks
+    planned: Probe | None = None  # the pessimistic-end fleet at that count (what the plan is judged and priced on)
+    at_planned: dict[str, Prediction] = field(default_factory=dict)  # optimistic | model | pessimistic, at that count
+    pessimistic_problem: str | None = None  # why no fleet meets the checks at the pessimistic end
 
     @property
     def binding(self) -> Judged | None:
         return binding(self.answer.judged) if self.answer else None
+
+    @property
+    def planned_binding(self) -> Judged | None:
+        return binding(self.planned.judged) if self.planned else None
+
+    def replicas_text(self) -> str:
+        """ "N (90 %: a–b)": the model's count and the counts at the interval's optimistic and pessimistic ends."""
+        if self.replicas is None:
+            return "none"
+        a = "?" if self.optimistic is None else str(self.optimistic)
+        b = "none" if self.pessimistic is None else str(self.pessimistic)
+        return f"{self.replicas} (90 %: {a}–{b})"
 
 
 def first_guess(config: EngineConfig, load: PlannedLoad, checks: list[Check]) -> int:
@@ -107,8 +126,10 @@ def fewest_replicas(
     drain_timeout: float,
     max_replicas: int,
     guess: int,
+    start: int | None = None,
 ) -> tuple[int | None, dict[int, Probe]]:
-    """The fewest replicas that meet every check (None: not within `max_replicas`), and every probe taken."""
+    """The fewest replicas that meet every check (None: not within `max_replicas`), and every probe taken. `start`:
+    the first fleet to try (default the guess × 1.5)."""
     probes: dict[int, Probe] = {}
 
     def meets(r: int) -> bool:
@@ -118,7 +139,7 @@ def fewest_replicas(
         return probes[r].meets
 
     lo, hi = 0, None  # lo misses (0: nothing below 1), hi meets
-    r = min(max(math.ceil(guess * 1.5), 1), max_replicas)  # the guess tends low: arrival peaks need more
+    r = min(max(start or math.ceil(guess * 1.5), 1), max_replicas)  # the guess tends low: arrival peaks need more
     while hi is None:  # up ×1.5 until a fleet meets (fleets far too small stop early: cheap)
         if meets(r):
             hi = r
@@ -207,9 +228,11 @@ def plan_profile(
     drain_timeout: float,
     max_replicas: int,
     serving: dict[str, Any] | None = None,
+    step_time_factor: float | None = None,
 ) -> ProfileAnswer:
     """One row of the plan (runs in a worker process: everything here is picklable). `serving`: vLLM flags over the
-    profile's own (`slabench.plan.serving`)."""
+    profile's own (`slabench.plan.serving`). `step_time_factor`:
+    the 90 % step-time interval instead of the profile's stated one (1: the model's count alone)."""
     t0 = time.perf_counter()
     try:
         config = load_profile(gpu_ref, model_ref, engine={**(serving or {}), **PLAN_ENGINE})
@@ -219,14 +242,11 @@ def plan_profile(
         gpu, model = load_gpu_profile(gpu_ref), load_model_profile(model_ref)
         return ProfileAnswer(gpu, model, {}, problem=str(e), seconds=time.perf_counter() - t0)
     answer = ProfileAnswer(config.gpu, config.model, config.summary())
+    answer.factor = step_time_factor or config.gpu.uncertainty.step_time_factor_90
     answer.floor = floor_figures(config, load)
-    latency = ("ttft", "itl", "tpot", "e2e")
-    hopeless = [j for j in judge(checks, answer.floor) if j.check.kind in latency and not j.meets]
+    hopeless = _hopeless(checks, answer.floor)
     if hopeless:
-        answer.problem = "no fleet can meet " + "; ".join(
-            f"{j.check.name} ≤ {j.check.target:g} s ({j.value:.3g} s with every request alone on a replica)"
-            for j in hopeless
-        )
+        answer.problem = hopeless
         answer.seconds = time.perf_counter() - t0
         return answer
     answer.first_guess = first_guess(config, load, checks)
@@ -234,9 +254,74 @@ def plan_profile(
     answer.probes = [probes[r] for r in sorted(probes)]
     if replicas is None:
         answer.problem = f"no fleet of up to {max_replicas} replicas meets the checks (raise --max-replicas)"
-    else:
-        answer.replicas = replicas
-        answer.answer = probes[replicas]
-        answer.below = probes.get(replicas - 1)
+        answer.seconds = time.perf_counter() - t0
+        return answer
+    answer.replicas = replicas
+    answer.answer = probes[replicas]
+    answer.below = probes.get(replicas - 1)
+    _interval(answer, config, load, checks, balancer, drain_timeout, max_replicas, probes)
     answer.seconds = time.perf_counter() - t0
     return answer
+
+
+def _hopeless(checks: list[Check], floor: dict[str, float | None]) -> str | None:
+    latency = ("ttft", "itl", "tpot", "e2e")
+    missed = [j for j in judge(checks, floor) if j.check.kind in latency and not j.meets]
+    if not missed:
+        return None
+    return "no fleet can meet " + "; ".join(
+        f"{j.check.name} ≤ {j.check.target:g} s ({j.value:.3g} s with every request alone on a replica)" for j in missed
+    )
+
+
+def _interval(
+    answer: ProfileAnswer,
+    config: EngineConfig,
+    load: PlannedLoad,
+    checks: list[Check],
+    balancer: str,
+    drain_timeout: float,
+    max_replicas: int,
+    probes: dict[int, Probe],
+) -> None:
+    """The fewest replicas at both ends of the profile's 90 % step-time interval, and every figure at the count the
+    plan picks (the pessimistic end's) under the optimistic, the model's and the pessimistic step time."""
+    n, f = answer.replicas, answer.factor
+    assert n is not None
+    if f == 1.0:  # no stated uncertainty: the ends are the model
+        answer.optimistic = answer.pessimistic = n
+        answer.planned = probes[n]
+        answer.at_planned = {e: probes[n].prediction for e in ("optimistic", "model", "pessimistic")}
+        return
+    ends = {e: replace(config, gpu=config.gpu.slowed(s)) for e, s in (("optimistic", 1 / f), ("pessimistic", f))}
+    slow = ends["pessimistic"]
+    answer.pessimistic_problem = _hopeless(checks, floor_figures(slow, load))
+    guess = answer.first_guess or n
+
+    def start(end: EngineConfig) -> int:
+        """The model's count × how the roofline's first guess moves at this end (on the burst, at the pessimistic
+        end: 95, 281, 282 where 98, 285, 285 were found), 5 % up so the first fleet tends to meet and the search
+        walks down instead of jumping ×1.5."""
+        return max(1, math.ceil(n * first_guess(end, load, checks) / guess * 1.05))
+
+    if answer.pessimistic_problem is None:
+        b, slow_probes = fewest_replicas(
+            slow, load, checks, balancer, drain_timeout, max_replicas, n, start=max(n, start(slow))
+        )
+        if b is None:
+            answer.pessimistic_problem = f"no fleet of up to {max_replicas} replicas (raise --max-replicas)"
+        else:
+            answer.pessimistic, answer.planned = b, slow_probes[b]
+    fast = ends["optimistic"]
+    a, _ = fewest_replicas(fast, load, checks, balancer, drain_timeout, max_replicas, n, start=min(n, start(fast)))
+    answer.optimistic = a
+    if answer.planned is None:
+        return
+    b = answer.pessimistic
+    assert b is not None
+    model_at_b = probes[b].prediction if b in probes else replay(config, load, b, balancer, (), drain_timeout)
+    answer.at_planned = {
+        "optimistic": replay(ends["optimistic"], load, b, balancer, (), drain_timeout),
+        "model": model_at_b,
+        "pessimistic": answer.planned.prediction,
+    }

@@ -72,6 +72,26 @@ class StepTime(Figures):
     per_attention_pair_ns: float = Field(0.0, ge=0, le=1e12)
 
 
+# What a built-in (public-figure, uncalibrated) profile's step time is trusted to: the roofline's achieved fractions
+# of the peaks (bandwidth_efficiency 0.8, compute_efficiency 0.5) are assumptions, and vLLM's decode reaches roughly
+# 0.6–0.95 of a card's memory bandwidth depending on kernels, batch and context; 0.8 / 0.6 = 1.33 and
+# 0.8 / 0.95 = 0.84, so the true step time lies within ×1/1.3 … ×1.3 of the model's (docs/plan.md, Error bars).
+DEFAULT_STEP_TIME_FACTOR_90 = 1.3
+DEFAULT_UNCERTAINTY_SOURCE = (
+    "default for uncalibrated public figures: achieved memory bandwidth 0.6–0.95 of peak against the 0.8 assumed "
+    "moves the step time by ×0.84–×1.33 (docs/plan.md, Error bars)"
+)
+
+
+class Uncertainty(Figures):
+    """How far the profile's step time is trusted: the true step time lies within [t / f, t · f] with 90 %
+    confidence, f = `step_time_factor_90`. `slabench calibrate` writes one from its residuals and the runs'
+    spread; a profile without one gets the default for public figures."""
+
+    step_time_factor_90: float = Field(DEFAULT_STEP_TIME_FACTOR_90, ge=1, le=10)
+    source: str = Field(DEFAULT_UNCERTAINTY_SOURCE, min_length=1)
+
+
 class GpuProfile(Figures):
     kind: Literal["gpu"]
     name: str = Field(min_length=1)
@@ -99,6 +119,21 @@ class GpuProfile(Figures):
     reserved_mib: int = Field(1536, ge=0, le=1 << 30)
     engine: EngineOptions = EngineOptions()  # this card's deployment flags (defaults: vLLM's)
     step_time: StepTime | None = None  # measured (slabench calibrate): replaces the roofline
+    uncertainty: Uncertainty = Uncertainty()
+
+    def slowed(self, factor: float) -> GpuProfile:
+        """The same card with every step taking `factor` times as long (< 1: faster): the overhead and a measured
+        step time's coefficients × factor, the roofline's peaks ÷ factor. The ends of the 90 % interval."""
+        if self.step_time is not None:
+            st = self.step_time
+            step = st.model_copy(update={k: getattr(st, k) * factor for k in type(st).model_fields})
+            return self.model_copy(update={"step_time": step})
+        update: dict[str, Any] = {"step_overhead_ms": self.step_overhead_ms * factor}
+        for name in ("memory_bandwidth_gb_s", "dense_bf16_tflops"):
+            value = getattr(self, name)
+            if value is not None:
+                update[name] = value / factor
+        return self.model_copy(update=update)
 
     @model_validator(mode="before")
     @classmethod

@@ -249,6 +249,7 @@ HOW: dict[str, How] = {  # a unique prefix of the printed command → how it run
     ".ci/install-vllm": not_run("builds vLLM's CPU venv (minutes, GBs); .ci/run does it before the live tier"),
     "python -m pytest tests/live -m live -q": not_run("the live tier itself: .ci/run runs it with tests/"),
     # docs/plan.md
+    "python -m pytest tests/live/test_live_plan.py": not_run("the live tier's calibration (7 min; a vLLM CPU venv)"),
     "slabench plan --sla my-sla.yaml --profiles l40s,my-card.yaml": How(
         MY_SLA + ", my-card.yaml a copy of the built-in rtx-pro-6000 profile"
     ),

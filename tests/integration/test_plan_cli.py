@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.unit.test_plan import TOY_MODEL, toy_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,8 +49,12 @@ def test_plan_writes_the_answer_its_cost_and_the_plot(tmp_path):
     (row,) = doc["profiles"]
     assert row["replicas"] == 4  # worked out in tests/unit/test_plan.py
     assert row["one_fewer"]["replicas"] == 3 and not row["one_fewer"]["meets"]
-    hours = row["answer"]["drain_s"] / 3600
     assert abs(row["answer"]["drain_s"] - 91.0) < 1e-6  # groups at 0..90 s, the last done 1.0 s later
+    # Planned and priced at the pessimistic end of the default ×1.3 step-time interval: still 4 replicas (TTFT
+    # 0.13 s alone; with 3 one request waits a whole other one), the last done 1.3 s after the last group.
+    assert row["replicas_90"] == {"low": 4, "high": 4} and row["planned_replicas"] == 4
+    assert abs(row["planned"]["drain_s"] - 91.3) < 1e-6
+    hours = row["planned"]["drain_s"] / 3600
     assert row["cost"]["usd_per_hour"] == 8.0
     assert abs(row["cost"]["per_1000_calls_usd"] - 8.0 * hours / 40 * 1000) < 1e-9
     assert abs(row["cost"]["per_million_output_tokens_usd"] - 8.0 * hours / 400 * 1e6) < 1e-6
@@ -143,3 +149,26 @@ def test_plan_is_made_for_the_serving_flags_given(tmp_path):
     values.write_text("- not a mapping\n")
     bad = slabench(*common, "--serving-values", str(values))
     assert bad.returncode == 3 and "a Helm values file is a mapping" in bad.stderr
+
+
+def test_the_plan_is_sized_at_the_pessimistic_end_of_the_interval(tmp_path):
+    """The case of tests/unit/test_plan.py worked by hand: E2E p95 ≤ 2.5 s, four at once, one at a time per replica —
+    2 replicas by the model, 4 at ×1.3 (the default), priced at 4; `--step-time-factor 1` plans at the model's 2."""
+    gpu, model, sla, queue = files(tmp_path, "  e2e_p95_s: {max: 2.5}\n")
+
+    def plan(*flags: str) -> tuple[dict, str]:
+        out = tmp_path / f"plan{len(flags)}"
+        argv = ["--profiles", gpu, "--model", model, "--sla", sla, "--queue", queue, "--price", "toy1=2"]
+        r = slabench(*argv, "--out", str(out), *flags)
+        assert r.returncode == 0, r.stderr
+        return json.loads((out / "plan.json").read_text())["profiles"][0], r.stdout
+
+    row, said = plan()
+    assert (row["replicas"], row["replicas_90"], row["planned_replicas"]) == (2, {"low": 2, "high": 4}, 4)
+    assert row["cost"]["usd_per_hour"] == 8.0 and "2 (90 %: 2–4)" in said and "pessimistic end" in said
+    e2e = row["figures_90"]["e2e_p95"]  # a request alone: 10 steps of 100 ms × 1/1.3, 1, 1.3 (+ roofline ~1e-8 s)
+    assert e2e == pytest.approx({"optimistic": 1 / 1.3, "model": 1.0, "pessimistic": 1.3})
+    row, _ = plan("--step-time-factor", "1")
+    assert (row["replicas_90"], row["planned_replicas"], row["cost"]["usd_per_hour"]) == ({"low": 2, "high": 2}, 2, 4.0)
+    bad = slabench("--profiles", gpu, "--model", model, "--sla", sla, "--queue", queue, "--step-time-factor", "0.5")
+    assert bad.returncode == 3 and "--step-time-factor 0.5: must be from 1" in bad.stderr

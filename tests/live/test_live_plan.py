@@ -1,15 +1,13 @@
 """The plan's model proven against real vLLM (CPU, the tiny model): a profile calibrated on concurrency levels 1, 2
-and 4 predicts levels 8 and 16 it never saw, and synthetic prompts come out at the asked length as the server counts
-them.
+and 4 predicts levels 8 and 16 it never saw within the 90 % interval the calibration gives itself, and synthetic
+prompts come out at the asked length as the server counts them.
 
-The aim was throughput within 15 % and TTFT p50 within 25 % (docs/plan.md). With the server on a core of its own
-(tests/live/conftest.py), four sessions on 2026-12-05 predicted within 12 % at 8 users and within 1–21 % at 16
-(TTFT p50 within 3–23 %): the fit to levels 1–4 was within 7 % every time, but the 16-user level itself ran at
-18.7–25.4 requests/s from one session to the next (1.45–2.15 × its 4-user rate) while the lower levels held within
-±8 %. The test holds what every session showed: throughput within 25 %, TTFT p50 within 30 %, at both levels. (Before
-the server had its own core, the runs measured the machine: −51 … +15 %, the aim met once in five sessions.) Each level
-runs twice, the fit uses both repeats of levels 1, 2 and 4, and the held-out levels are judged on the mean of their
-repeats."""
+A fixed tolerance failed here: with the server on a core of its own, held-out throughput was off by 1–26 % from one
+session to the next (the 16-user level ran at 1.45–2.15 × the 4-user rate while the lower levels held), so ±25 % was
+both loose and not loose enough. The interval is the calibration's own — the fit's residuals (and how far a level
+lies from those fitted) and the repeats' run-to-run spread — and the test holds it to the issue's aim: at least 85 %
+of the held-out figures (throughput and TTFT p50 of each repeat of levels 8 and 16) inside it. It prints the coverage
+and the median errors it measured (docs/plan.md)."""
 
 from __future__ import annotations
 
@@ -24,16 +22,15 @@ from pathlib import Path
 import pytest
 
 from slabench.core.prompts import synthetic_text
-from slabench.plan.calibrate import read_runs, simulate
-from slabench.sim.profiles import load_gpu_profile, load_model_profile
+from slabench.sim.profiles import load_gpu_profile
 from tests.live.live_checks import run_fixed
 from tests.live.vllm_server import VllmServer
 from tests.locust_run import ROOT
 
 pytestmark = pytest.mark.live
 
-THROUGHPUT_TOLERANCE = 0.25
-TTFT_TOLERANCE = 0.30
+COVERAGE_AIM = 0.85
+JUDGED = ("throughput_rps", "ttft_p50")
 # The session's server runs vLLM's CPU defaults for the OpenAI server (vllm/engine/arg_utils.py,
 # EngineArgs.get_batch_defaults, CPU platform): 2048 batched tokens, 128 sequences. vLLM does not log them.
 CPU_MAX_NUM_BATCHED_TOKENS, CPU_MAX_NUM_SEQS = 2048, 128
@@ -118,20 +115,21 @@ def test_profile_calibrated_on_low_levels_predicts_higher_ones(vllm: VllmServer,
     kv_fit = gpu.engine.num_gpu_blocks_override * 16
     assert abs(kv_fit / kv_true - 1) <= 0.15, (kv_fit, kv_true)
 
-    # The held-out levels, predicted by the fitted profile.
-    model = load_model_profile(profile.with_name("cpu-tiny-model.yaml"))
-    by_level: dict[int, list[tuple[dict, dict]]] = {}
-    for run in read_runs(held_out):
-        by_level.setdefault(run.users, []).append((run.figures, simulate(run, gpu, model)))
-    report = {}
-    for users, pairs in sorted(by_level.items()):  # the mean over the repeats, predicted against measured
-        report[users] = {
-            k: sum(p[k] for _, p in pairs) / sum(m[k] for m, _ in pairs) - 1 for k in ("throughput_rps", "ttft_p50")
-        }
-    print("held-out levels (predicted / measured − 1, over both repeats):", report)
-    for users, errors in report.items():
-        assert abs(errors["throughput_rps"]) <= THROUGHPUT_TOLERANCE, (users, errors)
-        assert abs(errors["ttft_p50"]) <= TTFT_TOLERANCE, (users, errors)
+    # The held-out runs, each figure against the 90 % interval calibrate gave it.
+    intervals = json.loads(profile.with_name("cpu-tiny-intervals.json").read_text())
+    held = [(r["users"], m, r["figures"][m]) for r in intervals["runs"] if r["kind"] == "validate" for m in JUDGED]
+    assert len(held) == 8
+    inside = [f["inside"] for _, _, f in held]
+    errors = {
+        m: statistics.median(abs(f["predicted"] / f["measured"] - 1) for _, k, f in held if k == m) for m in JUDGED
+    }
+    for users, m, f in held:
+        print(f"{users} users {m}: measured {f['measured']:.4g}, predicted {f['predicted']:.4g} "
+              f"(90 %: {f['low']:.4g}–{f['high']:.4g}){'' if f['inside'] else ' OUTSIDE'}")  # fmt: skip
+    coverage = sum(inside) / len(inside)
+    print(f"held-out coverage {coverage:.0%} ({sum(inside)}/{len(inside)}); median |error| {errors}")
+    assert coverage >= COVERAGE_AIM, (coverage, held)
+    assert gpu.uncertainty.step_time_factor_90 > 1 and "slabench calibrate" in gpu.uncertainty.source
 
     # And `slabench plan` sizes a fleet of this server for a small queue with its own lengths.
     queue = tmp_path / "q.csv"

@@ -63,11 +63,12 @@ def test_plan_table(tmp_path):
         )
         answer = plan_profile(str(gpu), str(model), groups_of_four(), checks, "round-robin", 300.0, 50)
         price = replica(itype, replicas)
-        p = answer.answer.prediction
-        cost = FleetCost(price.per_replica_usd_per_hour * 100, answer.replicas, p.drain_s / 3600, p.output_tokens, p.ok)
+        p = answer.planned.prediction
+        n = answer.pessimistic
+        cost = FleetCost(price.per_replica_usd_per_hour * 100, n, p.drain_s / 3600, p.output_tokens, p.ok)
         plan.rows.append(Row(answer, price, cost))
-        b = answer.binding
-        expected += [name, itype, str(answer.replicas), _usd(cost.usd_per_hour), _usd(cost.per_million_output_tokens)]
+        b = answer.planned_binding
+        expected += [name, itype, answer.replicas_text(), _usd(cost.usd_per_hour), _usd(cost.per_million_output_tokens)]
         expected += [_usd(cost.per_1000_calls), _s(p.drain_s), _s(p.figures["ttft_p95"]), f"{b.margin:.2%}"]
         expected.append(b.check.name)
     assert_readable(at_80(table(plan)), expected)

@@ -214,3 +214,36 @@ def test_queue_file_with_its_own_lengths(tmp_path):
     path.write_text('{"offset_s": 0, "prompt_tokens": 100, "output_tokens": 20}\n{"offset_s": 1, "prompt_tokens": 5}\n')
     with pytest.raises(UserError, match=r"q.csv:2: output_tokens: None is not a whole number"):
         read_queue(path)
+
+
+def test_replicas_come_with_the_interval_and_the_plan_picks_its_pessimistic_end(tmp_path, toy_model):
+    """One request at a time per replica, four at once every 10 s, E2E p95 ≤ 2.5 s. A request alone takes 10 steps:
+    1.0 s by the model, 1.3 s at the pessimistic end of the default ×1.3 interval, 1/1.3 s at the optimistic one. A
+    replica given k of a group ends its last at k steps-of-a-request: by the model 2 replicas (k = 2: 2.0 s) meet, 1
+    (4.0 s) does not; slowed, 2 give 2.6 s and 3 leave one replica with two (2.6 s), so 4 are needed; sped up, 1
+    replica still ends its fourth at 3.1 s. So "2 (90 %: 2–4)", planned at 4, where E2E is 1.3 s."""
+    checks = latency_checks(load_contract(contract(tmp_path, "  e2e_p95_s: {max: 2.5}\n  ttft_p95_s: {max: 5}")))
+    answer = plan_profile(toy_gpu(tmp_path, 1), toy_model, groups_of_four(), checks, "round-robin", 300.0, 50)
+    assert answer.factor == 1.3
+    assert (answer.replicas, answer.optimistic, answer.pessimistic) == (2, 2, 4)
+    assert answer.replicas_text() == "2 (90 %: 2–4)"
+    assert answer.planned is not None and answer.planned.meets and answer.planned.replicas == 4
+    at = {e: p.figures["e2e_p95"] for e, p in answer.at_planned.items()}
+    assert at == pytest.approx({"optimistic": 1.0 / 1.3, "model": 1.0, "pessimistic": 1.3})
+
+
+def test_a_profile_whose_pessimistic_end_meets_nothing_is_not_planned(tmp_path, toy_model):
+    """Stated ×3: a request alone takes 3.0 s at the pessimistic end, over the 2.5 s E2E target whatever the fleet:
+    the model's 2 replicas are reported, but no count is planned (the optimistic end, 1/3 s a request, needs one
+    replica: its fourth ends at 1.33 s); with ×1 the ends are the model's."""
+    checks = latency_checks(load_contract(contract(tmp_path, "  e2e_p95_s: {max: 2.5}")))
+    gpu = Path(toy_gpu(tmp_path, 1))
+    for factor, planned in ((3.0, None), (1.0, 2)):
+        gpu.write_text(gpu.read_text().split("uncertainty")[0] + f"uncertainty: {{step_time_factor_90: {factor}}}\n")
+        answer = plan_profile(str(gpu), toy_model, groups_of_four(), checks, "round-robin", 300.0, 50)
+        assert answer.replicas == 2 and answer.pessimistic == planned
+        if planned is None:
+            assert answer.planned is None and "no fleet can meet e2e_p95_s" in (answer.pessimistic_problem or "")
+            assert answer.replicas_text() == "2 (90 %: 1–none)"
+        else:
+            assert answer.replicas_text() == "2 (90 %: 2–2)" and answer.planned is answer.answer

@@ -173,3 +173,126 @@ def test_runs_calibrate_cannot_use_are_refused(tmp_path):
     write(tmp_path, [record(i, sent=0.3 * i, token_source="estimate") for i in range(6)])
     with pytest.raises(UserError, match="not the server's usage"):
         read_run(tmp_path / "records.jsonl")
+
+
+def test_a_straight_lines_prediction_interval_is_the_textbook_one():
+    """Least squares on y = a + b·x at x = 0, 1, 2, 3: the 90 % prediction interval at x0 = 5 is
+    t(0.95, 2) · s · √(1 + 1/n + (x0 − x̄)² / Sxx), s² = Σr² / (n − 2) — here s² = 0.2 / 2."""
+    from slabench.plan.calibrate import half_width, parameter_covariance
+
+    x = np.array([0.0, 1.0, 2.0, 3.0])
+    jacobian = np.column_stack([np.ones(4), x])
+    residuals = np.array([0.1, -0.3, 0.3, -0.1])
+    assert jacobian.T @ residuals == pytest.approx([0, 0])  # least squares' residuals: orthogonal to the fit
+    covariance, s2, dof = parameter_covariance(jacobian, residuals)
+    assert (s2, dof) == (pytest.approx(0.2 / 2), 2)
+    se = np.sqrt(0.1 * (1 + 1 / 4 + 3.5**2 / 5))
+    assert half_width(np.array([1.0, 5.0]), covariance, s2, dof) == pytest.approx(2.919986 * se, rel=1e-6)
+    # at the data's centre the parameters' share is the smallest: 1/n
+    assert half_width(np.array([1.0, 1.5]), covariance, s2, dof) == pytest.approx(2.919986 * np.sqrt(0.1 * 1.25))
+
+
+def test_the_run_to_run_spread_pools_repeats_of_a_level(tmp_path):
+    from slabench.plan.calibrate import repeat_variance
+
+    model = tiny_model(tmp_path)
+    a, b, c = synthetic_runs(model, (1, 1, 4), n=8)
+    a.figures["throughput_rps"] = 1.0
+    b.figures["throughput_rps"] = float(np.e)  # logs 0 and 1: variance ((−½)² + (½)²) / 1 = ½
+    variance, dof = repeat_variance([a, b, c])
+    assert dof == 1 and variance["throughput_rps"] == pytest.approx(0.5)
+    assert repeat_variance([a, c])[1] == 0  # no level repeated: no spread measured
+
+
+def test_held_out_levels_fall_in_the_calibrations_interval(tmp_path):
+    """Levels 1, 2, 4 measured twice each, the repeats ±6 % apart (a noisy server); the interval from the fit's
+    residuals and that spread holds levels 8 and 16 of the true server, and is wider than the spread alone."""
+    from slabench.plan.calibrate import calibration
+
+    model = tiny_model(tmp_path)
+    runs = []
+    for sign in (1, -1):
+        for run in synthetic_runs(model, (1, 2, 4)):
+            run.figures = {k: v * (1 + 0.06 * sign) for k, v in run.figures.items()}
+            runs.append(run)
+    result = fit(runs, model, OPTIONS, iterations=80)
+    cal = calibration(runs, result, model, OPTIONS)
+    spread = np.log(1.06 / 0.94) / np.sqrt(2)  # two logs d apart: sample variance d² / 2
+    assert np.sqrt(cal.repeat_variance["throughput_rps"]) == pytest.approx(spread)
+    for run in synthetic_runs(model, (8, 16)):
+        for metric, (predicted, lo, hi) in cal.intervals(run, model, OPTIONS).items():
+            assert lo < run.figures[metric] < hi, (run.users, metric, lo, run.figures[metric], hi)
+            assert lo < predicted < hi and np.log(hi / predicted) > 1.645 * spread, (run.users, metric)
+
+
+def test_the_interval_report_counts_held_out_figures_inside_and_their_median_error(tmp_path):
+    from slabench.plan.calibrate_cli import coverage_line, interval_report
+
+    model = tiny_model(tmp_path)
+    fitted, a, b = synthetic_runs(model, (1, 8, 16), n=8)
+    for run, tput in ((fitted, 1.0), (a, 10.0), (b, 20.0)):
+        run.figures = {"throughput_rps": tput, "ttft_p50": 0.1, "e2e_p50": 1.0}
+    iv = {  # predicted, low, high
+        "throughput_rps": [(1.0, 0.9, 1.1), (11.0, 9.0, 13.0), (16.0, 14.0, 18.0)],  # 20 is outside (−20 %)
+        "ttft_p50": [(0.1, 0.09, 0.11), (0.11, 0.08, 0.14), (0.095, 0.07, 0.12)],
+        "e2e_p50": [(1.0, 0.9, 1.1), (1.2, 0.9, 1.5), (0.9, 0.8, 1.1)],
+    }
+    judged = [(kind, run, {m: v[k] for m, v in iv.items()}) for k, (kind, run) in
+              enumerate((("fit", fitted), ("validate", a), ("validate", b)))]  # fmt: skip
+    report = interval_report(judged)
+    held = report["held_out"]
+    assert (held["figures"], held["inside"]) == (6, 5)  # the fitted run is not held out
+    assert held["median_abs_error"]["throughput_rps"] == pytest.approx((0.1 + 0.2) / 2)
+    assert held["median_abs_error"]["ttft_p50"] == pytest.approx((0.1 + 0.05) / 2)
+    assert not report["runs"][2]["figures"]["throughput_rps"]["inside"]
+    assert coverage_line(held).startswith("held-out: 5 of 6 figures inside their 90 % interval (83%)")
+
+
+def test_calibrate_writes_the_intervals_and_the_profiles_uncertainty(tmp_path, capsys):
+    """Four runs fitted, one validated: the profile states its step-time factor (from this calibration, not the
+    public-figure default) and the intervals file judges the held-out run's three figures."""
+    from slabench.commands.cli import main
+    from slabench.sim.profiles import DEFAULT_STEP_TIME_FACTOR_90, load_gpu_profile
+
+    dirs = []
+    for k, (gap, prompt) in enumerate(((0.3, 400), (0.31, 420), (0.25, 600), (0.26, 610), (0.2, 900))):
+        d = tmp_path / f"run{k}"
+        d.mkdir()
+        write(d, [record(i, sent=gap * i, prompt=prompt + 7 * i) for i in range(12)])
+        dirs.append(str(d))
+    out = tmp_path / "gpu.yaml"
+    argv = ["calibrate", *dirs[:4], "--validate", dirs[4], "--out", str(out), "--model", "llama-3.2-3b",
+            "--kv-cache-tokens", "20000"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    said, warned = capsys.readouterr()
+    assert "warning" not in warned, warned
+    gpu = load_gpu_profile(out)
+    assert gpu.uncertainty.step_time_factor_90 != DEFAULT_STEP_TIME_FACTOR_90
+    assert gpu.uncertainty.source.startswith("slabench calibrate") and "repeats' spread" in gpu.uncertainty.source
+    report = json.loads((tmp_path / "gpu-intervals.json").read_text())
+    assert [r["kind"] for r in report["runs"]] == ["fit"] * 4 + ["validate"]
+    assert report["held_out"]["figures"] == 3 and "held-out:" in said.replace("\n", " ")
+    widest = max(
+        f["high"] / f["predicted"] for r in report["runs"] for m, f in r["figures"].items() if m == "throughput_rps"
+    )
+    assert gpu.uncertainty.step_time_factor_90 == pytest.approx(widest, rel=1e-3)
+
+
+def test_a_fit_its_runs_barely_pin_warns_and_states_the_widest_factor(tmp_path, capsys):
+    """Two runs: six figures for five coefficients leave one degree of freedom (t = 6.31) — no useful interval.
+    calibrate says so and the profile states the schema's widest factor, ×10, not an overflow."""
+    from slabench.commands.cli import main
+    from slabench.sim.profiles import load_gpu_profile
+
+    dirs = []
+    for k, (gap, prompt) in enumerate(((0.3, 400), (0.2, 900))):
+        d = tmp_path / f"run{k}"
+        d.mkdir()
+        write(d, [record(i, sent=gap * i, prompt=prompt + 7 * i) for i in range(12)])
+        dirs.append(str(d))
+    out = tmp_path / "gpu.yaml"
+    argv = ["calibrate", *dirs, "--out", str(out), "--model", "llama-3.2-3b", "--kv-cache-tokens", "20000"]
+    assert main(argv) == 0
+    warned = capsys.readouterr().err
+    assert "pins the step time only within" in warned and "1 degree(s) of freedom" in warned, warned
+    assert load_gpu_profile(out).uncertainty.step_time_factor_90 == 10.0

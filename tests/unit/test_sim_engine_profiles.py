@@ -152,3 +152,18 @@ def test_a_measured_profile_without_its_cache_size_is_refused(tmp_path: Path):
     assert load_profile(card).kv_capacity_tokens == 1_600_000
     with pytest.raises(UserError, match=r"unset num_gpu_blocks_override.*keep it set"):
         load_profile(card, engine={"num_gpu_blocks_override": None})
+
+
+def test_a_profile_states_its_uncertainty_or_gets_the_documented_default(tmp_path: Path):
+    from slabench.sim.profiles import DEFAULT_STEP_TIME_FACTOR_90
+
+    assert load_gpu_profile("l4").uncertainty.step_time_factor_90 == DEFAULT_STEP_TIME_FACTOR_90 == 1.3
+    assert "docs/plan.md" in load_gpu_profile("l4").uncertainty.source
+    card = (PROFILE_DIR / "l4.yaml").read_text()
+    good = tmp_path / "good.yaml"
+    good.write_text(card + "uncertainty: {step_time_factor_90: 1.1, source: measured}\n")
+    assert load_gpu_profile(good).uncertainty.step_time_factor_90 == 1.1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(card + "uncertainty: {step_time_factor_90: 0.9}\n")
+    with pytest.raises(UserError, match="step_time_factor_90"):
+        load_gpu_profile(bad)
