@@ -15,11 +15,13 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.extras import missing
 from slabench.core.files import check_output
 from slabench.core.runcap import max_run_s
+from slabench.plan.autoscale_cli import add_options as add_autoscale_options
 from slabench.plan.serving import add_options as add_serving_options
 from slabench.plan.workload import LOADS, capped_load
 
@@ -64,11 +66,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--duration", type=float, default=300.0, help="rate/steps: seconds of load (default 300)")
     g.add_argument("--burstiness", type=float, default=1.0, help="rate/diurnal: Gamma shape (1 = Poisson)")
     g.add_argument("--seed", type=int, default=0, help="rate/diurnal: arrival seed")
-    g.add_argument("--diurnal-peak-rps", type=float, default=10.0, help="diurnal: the day's peak rate")
+    g.add_argument(
+        "--diurnal-peak-rps", type=float, default=10.0, help="diurnal (and --autoscale's day): the day's peak rate"
+    )
     g.add_argument("--diurnal-day-minutes", type=float, default=24.0, help="diurnal: one day in this many minutes")
     g.add_argument("--diurnal-days", type=int, default=1, help="diurnal: days")
     g.add_argument("--users", type=int, help="steps: closed-loop users")
     add_serving_options(p)
+    add_autoscale_options(p)
     s = p.add_argument_group("search")
     s.add_argument("--max-replicas", type=int, default=2000, help="give up above this many replicas (default 2000)")
     s.add_argument(
@@ -149,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from slabench.core.config import validate_data
+    from slabench.plan.autoscale_cli import run as run_autoscale
+    from slabench.plan.autoscale_cli import setup as autoscale_setup
     from slabench.plan.checks import latency_checks
     from slabench.plan.cost import FleetCost, profile_price
     from slabench.plan.report import Plan, Row, plot_png, table
@@ -177,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
     replica_prices = {g.name: profile_price(g, loaded, prices.get(g.name)) for g in gpus}
     serving = serving_flags(args)
     validate_data(serving, EngineOptions, "serving flags")  # a bad flag is one line here, not a row per profile
+    scaling = autoscale_setup(args, serving)
     if args.queue:
         from slabench.plan.workload import read_queue
 
@@ -231,11 +239,18 @@ def run(args: argparse.Namespace) -> int:
     if no_plot is None:
         (out / "plan.png").write_bytes(plot_png(plan))
         written.append(out / "plan.png")
+    scaled_view = None
+    if scaling is not None:
+        more, scaled_view = run_autoscale(scaling, args, load, checks, serving, refs, plan.rows, out)
+        written += more
+        plan.seconds = time.perf_counter() - t0
     if args.json:
         print(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
     else:
         console = Console()
         console.print(table(plan))
+        if scaled_view is not None:
+            console.print(scaled_view)
         console.print(f"wrote {' and '.join(map(str, written))} ({plan.seconds:.1f} s)")
         if no_plot is not None:
             console.print(f"no plan.png: matplotlib is not installed ({no_plot})", markup=False)
@@ -253,7 +268,7 @@ def _expected_work(gpu: str, model: str, load, checks, serving: dict) -> int:
         return 0  # the model does not fit: answered at once
 
 
-def _finite(x):
+def _finite(x: Any) -> Any:
     """JSON has no infinity: an infinite figure (a request that never finished) is written as the string "inf"."""
     if isinstance(x, dict):
         return {k: _finite(v) for k, v in x.items()}

@@ -390,7 +390,21 @@ def replay(
     )
 
 
-def _summarize(replicas, balancer, stopped, arr, first, last, gen, ptok, error, gaps, stop_time, preemptions, sent_to):
+def _summarize(
+    replicas: int,
+    balancer: str,
+    stopped: str | None,
+    arr: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+    gen: np.ndarray,
+    ptok: np.ndarray,
+    error: np.ndarray,
+    gaps: TokenGaps,
+    stop_time: float | None,
+    preemptions: int,
+    sent_to: list[int],
+) -> Prediction:
     n = len(arr)
     served = ~error
     finished = np.isfinite(last) & served

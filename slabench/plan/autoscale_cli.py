@@ -1,0 +1,112 @@
+"""`slabench plan --autoscale`: the options, their checks (before any work), and the run after the plan's own.
+
+Writes `autoscale.json` (every profile's scaled replays, their timelines and the day's three fleets) and
+`autoscale.png` (replicas, queue and TTFT p95 over the burst) next to `plan.json`. Method: docs/plan.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from slabench.core.errors import UserError
+from slabench.plan.chart_rule import ScalingRule, chart_rule
+from slabench.plan.checks import Check
+from slabench.plan.coldstart import KEYS, TIERS, ColdStart, cold_start
+from slabench.plan.workload import PlannedLoad
+
+if TYPE_CHECKING:
+    from slabench.plan.autoscale import AutoscaleView
+    from slabench.plan.report import Row
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("autoscaling (docs/plan.md)")
+    g.add_argument(
+        "--autoscale",
+        action="store_true",
+        help="replay the load on a fleet the chart's autoscaling rule scales: warm replicas needed, the day's cost",
+    )
+    g.add_argument(
+        "--cache-tier",
+        choices=TIERS,
+        default="s3",
+        help="where a new replica's weights come from: nvme (a kept node), s3 (a new node; default), hf (first pull)",
+    )
+    g.add_argument(
+        "--cold-start",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override a cold-start assumption (repeatable); keys: {', '.join(KEYS)}",
+    )
+
+
+@dataclass(frozen=True)
+class AutoscaleSetup:
+    rule: ScalingRule
+    cold: ColdStart
+    tier: str
+    peak_rps: float
+
+
+def setup(args: argparse.Namespace, serving: dict[str, Any]) -> AutoscaleSetup | None:
+    """The rule, the cold start and the day, checked before any planning (None: no --autoscale)."""
+    if not args.autoscale:
+        if args.cold_start or args.cache_tier != "s3":
+            raise UserError("--cold-start and --cache-tier shape the autoscaled replay: add --autoscale")
+        return None
+    if not (math.isfinite(args.diurnal_peak_rps) and args.diurnal_peak_rps > 0):
+        raise UserError(f"--diurnal-peak-rps {args.diurnal_peak_rps:g}: the day's peak must be > 0 requests/s")
+    rule = chart_rule(args.serving_values, serving.get("max_num_seqs"))
+    return AutoscaleSetup(rule, cold_start(args.cold_start), args.cache_tier, args.diurnal_peak_rps)
+
+
+def run(
+    s: AutoscaleSetup,
+    args: argparse.Namespace,
+    load: PlannedLoad,
+    checks: list[Check],
+    serving: dict[str, Any],
+    refs: list[str],
+    rows: list[Row],
+    out: Path,
+) -> tuple[list[Path], AutoscaleView]:
+    """Each planned profile (`refs`: how each of `rows` was named) through the scaled replay and the day; returns the
+    files written and the console view."""
+    from slabench.core.extras import missing
+    from slabench.plan.autoscale import AutoscaleView, autoscale_profile, plot_png
+    from slabench.plan.cli import _finite
+
+    jobs = []
+    for ref, r in zip(refs, rows, strict=True):
+        a = r.answer
+        if a.answer is None or a.replicas is None or r.price is None:
+            continue
+        p = a.answer.prediction
+        ttft_floor = a.floor.get("ttft_p95") or 0.0
+        jobs.append((
+            ref, args.model, load, checks, args.balancer,
+            args.drain_timeout, serving, s.rule, s.cold, s.tier, a.replicas, p.ok, p.drain_s,
+            r.price.per_replica_usd_per_hour, ttft_floor, s.peak_rps,
+        ))  # fmt: skip
+    with ProcessPoolExecutor(max(1, min(args.jobs, len(jobs) or 1))) as pool:
+        answers = [f.result() for f in [pool.submit(autoscale_profile, *j) for j in jobs]]
+    doc = {
+        "rule": s.rule.describe(),
+        "cache_tier": s.tier,
+        "cold_start": {k: getattr(s.cold, v) for k, v in KEYS.items()},
+        "day_peak_rps": s.peak_rps,
+        "profiles": [a.to_dict() for a in answers],
+    }
+    (out / "autoscale.json").write_text(json.dumps(_finite(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    written = [out / "autoscale.json"]
+    if missing("matplotlib") is None and answers:
+        (out / "autoscale.png").write_bytes(plot_png(answers, checks))
+        written.append(out / "autoscale.png")
+    return written, AutoscaleView(answers, s.rule, s.peak_rps)
