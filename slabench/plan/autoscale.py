@@ -157,7 +157,7 @@ def autoscale_profile(
 
 
 def _pct(x: float) -> str:
-    return f"{x:.1%}"
+    return f"{x:.2%}"
 
 
 def _secs(x: float) -> str:
@@ -227,6 +227,21 @@ class AutoscaleView:
     def _notes(self, a: AutoscaleAnswer) -> list[str]:
         out = []
         r = a.run
+        for run in (r, a.below):
+            if run is not None and run.flaps:
+                out.append(f"{a.gpu}: from {run.warm} warm the replica count flaps {run.flaps} times (oscillates)")
+        below = a.below
+        if below is not None and not below.scale_ups:
+            out.append(
+                f"{a.gpu}: from {below.warm} warm the rule never asked for a replica: at most "
+                f"{below.peak_load_per_replica:.0f} requests per replica against its target {self.rule.target:g} — it "
+                "waits for the batch to fill, and the contract is missed first"
+            )
+        elif below is not None and below.scale_ups:
+            out.append(
+                f"{a.gpu}: from {below.warm} warm the rule asked for {below.peak_replicas}, each serving "
+                f"{below.startup_s:.0f} s after it was asked for: too late for the contract"
+            )
         if r is not None and r.scale_ups:
             out.append(
                 f"{a.gpu}: from {a.warm} warm the rule asked for {r.peak_replicas} replicas; each serves "
@@ -244,8 +259,8 @@ class AutoscaleView:
                 problems.append(f"{d.lost:,.0f} requests arrive with no replica ready")
             if d.standing_queue_s:
                 problems.append(f"a standing queue for {d.standing_queue_s / 60:,.0f} min (no replica coming)")
-            if d.reversals > 2:
-                problems.append(f"the replica count reverses {d.reversals} times (oscillates)")
+            if d.flaps:
+                problems.append(f"the replica count flaps {d.flaps} times (oscillates)")
             if problems:
                 out.append(
                     f"{a.gpu}, day {d.mode}: " + "; ".join(problems) + f"; {_pct(d.within_ttft)} within the TTFT target"

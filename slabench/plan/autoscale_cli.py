@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,8 +21,8 @@ from slabench.plan.coldstart import KEYS, TIERS, ColdStart, cold_start
 from slabench.plan.workload import PlannedLoad
 
 if TYPE_CHECKING:
-    from slabench.plan.autoscale import AutoscaleView
-    from slabench.plan.report import Row
+    from slabench.plan.autoscale import AutoscaleAnswer
+    from slabench.plan.search import ProfileAnswer
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -67,36 +67,37 @@ def setup(args: argparse.Namespace, serving: dict[str, Any]) -> AutoscaleSetup |
     return AutoscaleSetup(rule, cold_start(args.cold_start), args.cache_tier, args.diurnal_peak_rps)
 
 
-def run(
+def submit(
+    pool: Executor,
     s: AutoscaleSetup,
     args: argparse.Namespace,
+    ref: str,
+    answer: ProfileAnswer,
+    usd_per_replica_hour: float,
     load: PlannedLoad,
     checks: list[Check],
     serving: dict[str, Any],
-    refs: list[str],
-    rows: list[Row],
-    out: Path,
-) -> tuple[list[Path], AutoscaleView]:
-    """Each planned profile (`refs`: how each of `rows` was named) through the scaled replay and the day; returns the
-    files written and the console view."""
+) -> Future[AutoscaleAnswer] | None:
+    """The profile `ref` through the scaled replay and the day, as soon as its plan is known (None: it has no
+    answer to scale from)."""
+    from slabench.plan.autoscale import autoscale_profile
+
+    if answer.answer is None or answer.replicas is None:
+        return None
+    p = answer.answer.prediction
+    return pool.submit(
+        autoscale_profile, ref, args.model, load, checks, args.balancer, args.drain_timeout, serving, s.rule,
+        s.cold, s.tier, answer.replicas, p.ok, p.drain_s, usd_per_replica_hour, answer.floor.get("ttft_p95") or 0.0,
+        s.peak_rps,
+    )  # fmt: skip
+
+
+def write(s: AutoscaleSetup, answers: list[AutoscaleAnswer], checks: list[Check], out: Path) -> list[Path]:
+    """autoscale.json and (with matplotlib) autoscale.png; returns the files written."""
     from slabench.core.extras import missing
-    from slabench.plan.autoscale import AutoscaleView, autoscale_profile, plot_png
+    from slabench.plan.autoscale import plot_png
     from slabench.plan.cli import _finite
 
-    jobs = []
-    for ref, r in zip(refs, rows, strict=True):
-        a = r.answer
-        if a.answer is None or a.replicas is None or r.price is None:
-            continue
-        p = a.answer.prediction
-        ttft_floor = a.floor.get("ttft_p95") or 0.0
-        jobs.append((
-            ref, args.model, load, checks, args.balancer,
-            args.drain_timeout, serving, s.rule, s.cold, s.tier, a.replicas, p.ok, p.drain_s,
-            r.price.per_replica_usd_per_hour, ttft_floor, s.peak_rps,
-        ))  # fmt: skip
-    with ProcessPoolExecutor(max(1, min(args.jobs, len(jobs) or 1))) as pool:
-        answers = [f.result() for f in [pool.submit(autoscale_profile, *j) for j in jobs]]
     doc = {
         "rule": s.rule.describe(),
         "cache_tier": s.tier,
@@ -109,4 +110,4 @@ def run(
     if missing("matplotlib") is None and answers:
         (out / "autoscale.png").write_bytes(plot_png(answers, checks))
         written.append(out / "autoscale.png")
-    return written, AutoscaleView(answers, s.rule, s.peak_rps)
+    return written

@@ -13,7 +13,7 @@ import argparse
 import math
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -154,8 +154,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from slabench.core.config import validate_data
-    from slabench.plan.autoscale_cli import run as run_autoscale
+    from slabench.plan.autoscale import AutoscaleView
     from slabench.plan.autoscale_cli import setup as autoscale_setup
+    from slabench.plan.autoscale_cli import submit as submit_autoscale
+    from slabench.plan.autoscale_cli import write as write_autoscale
     from slabench.plan.checks import latency_checks
     from slabench.plan.cost import FleetCost, profile_price
     from slabench.plan.report import Plan, Row, plot_png, table
@@ -209,7 +211,17 @@ def run(args: argparse.Namespace) -> int:
             )
             for i in order
         }
+        scaled: dict[int, Future] = {}  # each profile's autoscaled replay, started as soon as its plan is known
+        if scaling is not None:
+            index = {f: i for i, f in futures.items()}
+            for f in as_completed(index):
+                i = index[f]
+                usd = replica_prices[gpus[i].name].per_replica_usd_per_hour
+                job = submit_autoscale(pool, scaling, args, refs[i], f.result(), usd, load, checks, serving)
+                if job is not None:
+                    scaled[i] = job
         answers = [futures[i].result() for i in range(len(refs))]
+        scaled_answers = [scaled[i].result() for i in sorted(scaled)]
 
     plan = Plan(
         load=load.description,
@@ -241,9 +253,8 @@ def run(args: argparse.Namespace) -> int:
         written.append(out / "plan.png")
     scaled_view = None
     if scaling is not None:
-        more, scaled_view = run_autoscale(scaling, args, load, checks, serving, refs, plan.rows, out)
-        written += more
-        plan.seconds = time.perf_counter() - t0
+        written += write_autoscale(scaling, scaled_answers, checks, out)
+        scaled_view = AutoscaleView(scaled_answers, scaling.rule, scaling.peak_rps)
     if args.json:
         print(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
     else:

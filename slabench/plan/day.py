@@ -26,6 +26,7 @@ from typing import Any
 
 from slabench.deploy.hpa import Autoscaler, Rule
 from slabench.plan.chart_rule import ScalingRule
+from slabench.plan.scaling import flaps
 
 DAY_S = 86400.0
 MODES = ("always-on", "autoscaled", "scale-to-zero")
@@ -40,7 +41,7 @@ class DayRun:
     lost: float  # arrived with no replica ready
     within_ttft: float  # share of the day's requests served within the TTFT target
     peak_replicas: int
-    reversals: int  # the replica count changed direction (an oscillating rule)
+    flaps: int  # changes of direction soon after the last (`slabench.plan.scaling.flaps`): an oscillating rule
     standing_queue_s: float  # time with requests waiting while the rule wanted no more replicas and none was coming
     t: list[float] = field(default_factory=list)
     replicas: list[int] = field(default_factory=list)
@@ -56,7 +57,7 @@ class DayRun:
             "lost": self.lost,
             "within_ttft": self.within_ttft,
             "peak_replicas": self.peak_replicas,
-            "reversals": self.reversals,
+            "flaps": self.flaps,
             "standing_queue_s": self.standing_queue_s,
         }
 
@@ -104,7 +105,8 @@ def day_run(
     in_system = 0.0
     last_active = 0.0
     paid = requests = lost = within = standing = 0.0
-    peak, reversals, direction = start, 0, 0
+    peak = start
+    changes: list[tuple[float, int]] = []
     run = DayRun(mode, 0.0, 0.0, 0.0, 0.0, 0.0, start, 0, 0.0)
     budget = None if ttft_target_s is None else ttft_target_s - ttft_floor_s
     t = 0.0
@@ -120,9 +122,7 @@ def day_run(
             if ready and running + waiting > 0:
                 last_active = t
         if after != before:
-            d = 1 if after > before else -1
-            reversals += direction != 0 and d != direction
-            direction = d
+            changes.append((t, 1 if after > before else -1))
             while len(ready_at) < after:
                 ready_at.append(t + startup_s)
             del ready_at[after:]  # the newest (a starting one first) goes
@@ -151,7 +151,8 @@ def day_run(
     run.usd = run.replica_hours * usd_per_replica_hour
     run.requests, run.lost = requests, lost
     run.within_ttft = within / requests if requests else 1.0
-    run.peak_replicas, run.reversals, run.standing_queue_s = peak, reversals, standing
+    run.peak_replicas, run.standing_queue_s = peak, standing
+    run.flaps = flaps(changes, rule.down_window_s + startup_s)
     return run
 
 

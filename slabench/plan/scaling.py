@@ -16,6 +16,7 @@ summary are `replay`'s own.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,7 +65,7 @@ class ScaledRun:
     peak_replicas: int  # the most replicas asked for at once
     scale_ups: int
     scale_downs: int
-    reversals: int  # the HPA changed direction (up after down, or down after up): an oscillating rule
+    flaps: int  # changes of direction soon after the last (`flaps`): an oscillating rule
     queue_drained_s: float  # from the first arrival until no request waits any more (inf: a queue to the end)
     attainment: dict[str, float]  # per TTFT/E2E percentile check: the share of requests within its target
 
@@ -76,12 +77,20 @@ class ScaledRun:
             "peak_replicas": self.peak_replicas,
             "scale_ups": self.scale_ups,
             "scale_downs": self.scale_downs,
-            "reversals": self.reversals,
+            "flaps": self.flaps,
+            "peak_load_per_replica": self.peak_load_per_replica,
             "queue_drained_s": self.queue_drained_s,
             "attainment": self.attainment,
             "prediction": self.prediction.to_dict(),
             "timeline": self.timeline.to_dict(),
         }
+
+    @property
+    def peak_load_per_replica(self) -> float:
+        """The most requests running + waiting per ready replica at any tick: what the rule compares with its
+        target."""
+        tl = self.timeline
+        return max(((r + w) / n for r, w, n in zip(tl.running, tl.waiting, tl.ready, strict=True) if n), default=0.0)
 
 
 class _Replica:
@@ -179,8 +188,8 @@ def scaled_replay(
     next_open = 0
     stopped: str | None = None
     now = t0
-    ups = downs = reversals = 0
-    last_direction = 0
+    ups = downs = 0
+    changes: list[tuple[float, int]] = []
     peak = warm
 
     def scale_to(target: int, t: float) -> None:
@@ -230,8 +239,7 @@ def scaled_replay(
                     direction = 1 if after > before else -1
                     ups += direction > 0
                     downs += direction < 0
-                    reversals += last_direction != 0 and direction != last_direction
-                    last_direction = direction
+                    changes.append((t, direction))
                     scale_to(after, t)
                     peak = max(peak, after)
             timeline.replicas.append(len(alive))
@@ -324,10 +332,17 @@ def scaled_replay(
         peak_replicas=peak,
         scale_ups=ups,
         scale_downs=downs,
-        reversals=reversals,
+        flaps=flaps(changes, rule.down_window_s + startup_s),
         queue_drained_s=drained if stopped is None else math.inf,
         attainment=attainment,
     )
+
+
+def flaps(changes: list[tuple[float, int]], window_s: float) -> int:
+    """Changes of direction (up after down, down after up) within `window_s` of the change before: a replica
+    dropped and wanted back, or added and dropped, before the rule's own window and a cold start have passed. A
+    fleet that follows a day's ramps changes direction hours apart and does not count."""
+    return sum(1 for (t0, d0), (t1, d1) in itertools.pairwise(changes) if d1 != d0 and t1 - t0 < window_s)
 
 
 def _ttft_p95_per_tick(

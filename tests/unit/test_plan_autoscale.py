@@ -16,7 +16,7 @@ from slabench.plan.chart_rule import chart_rule
 from slabench.plan.coldstart import ColdStart, cold_start
 from slabench.plan.day import DAY_S, day_run
 from slabench.plan.replay import replay
-from slabench.plan.scaling import scaled_replay
+from slabench.plan.scaling import flaps, scaled_replay
 from slabench.plan.search import PLAN_ENGINE
 from slabench.plan.workload import PlannedLoad
 from slabench.sim.profiles import load_profile
@@ -162,11 +162,24 @@ def test_a_rule_held_below_the_load_keeps_a_standing_queue():
     args = day_args(rate=lambda t: 2.0, peak_rps=2.0)
     del args["rule"]
     day = day_run("autoscaled", rule=rule, **args)
-    assert day.standing_queue_s == 0 and day.replicas[-1] == 5 and day.reversals == 0
+    assert day.standing_queue_s == 0 and day.replicas[-1] == 5 and day.flaps == 0
     held = day_run("autoscaled", rule=replace(rule, max_replicas=1), **args)
     assert held.standing_queue_s > 0.9 * DAY_S and held.within_ttft < 0.01
     narrow = day_run("autoscaled", rule=rule, **{**args, "slots": 4})
     assert narrow.standing_queue_s > 0.9 * DAY_S and max(narrow.replicas) < 8
+
+
+def test_a_rule_that_oscillates_shows_it():
+    """Twenty minutes of 4 requests/s, twenty of nothing, all day: the rule adds replicas through each busy spell and
+    drops them in each lull (after its 600 s window), only to want them back: it flaps every cycle. A day that
+    merely follows its ramps changes direction hours apart and does not count."""
+    assert flaps([(0.0, 1), (100.0, -1), (200.0, 1), (5000.0, -1)], 1000.0) == 2
+    assert flaps([(0.0, 1), (3600.0, 1), (7200.0, -1), (20000.0, 1)], 1000.0) == 0
+    rule = replace(RULE, schedule=None, max_replicas=20)
+    args = day_args(rate=lambda t: 4.0 if (t // 1200) % 2 == 0 else 0.0, startup_s=60.0, peak_rps=4.0)
+    del args["rule"]
+    day = day_run("autoscaled", rule=rule, **args)
+    assert day.flaps >= 30  # 36 cycles in a day
 
 
 def test_plan_autoscale_writes_its_answer(tmp_path):
