@@ -272,14 +272,15 @@ class AutoscaleView:
 
 
 def plot_png(answers: list[AutoscaleAnswer], checks: list[Check]) -> bytes:
-    """Replicas (asked for: solid; ready: dotted), requests waiting and TTFT p95 over the burst, from each profile's
-    warm replicas (solid) and from one fewer (dashed)."""
+    """Replicas (asked for: solid; ready: dotted), requests waiting, and the TTFT and E2E p95 of each 5 s of
+    arrivals over the burst, from each profile's warm replicas (solid) and from one fewer (dashed); the contract's
+    targets dashed grey."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
-    fig = Figure(figsize=(7.6, 7.0), dpi=110, layout="constrained")
-    ax_r, ax_q, ax_t = fig.subplots(3, 1, sharex=True)
-    ttft = next((c for c in checks if c.kind == "ttft"), None)
+    fig = Figure(figsize=(7.6, 8.6), dpi=110, layout="constrained")
+    ax_r, ax_q, ax_t, ax_e = fig.subplots(4, 1, sharex=True)
     for a in answers:
         if a.run is None:
             continue
@@ -288,24 +289,31 @@ def plot_png(answers: list[AutoscaleAnswer], checks: list[Check]) -> bytes:
             if run is None:
                 continue
             tl = run.timeline
-            label = f"{a.gpu} from {run.warm}"
-            (line,) = ax_r.plot(tl.t, tl.replicas, style, lw=1.4, color=color, label=label)
+            (line,) = ax_r.plot(tl.t, tl.replicas, style, lw=1.4, color=color, label=f"{a.gpu} from {run.warm}")
             color = line.get_color()
             ax_r.plot(tl.t, tl.ready, ":", lw=1, color=color)
             ax_q.plot(tl.t, tl.waiting, style, lw=1.2, color=color)
-            ys = [math.nan if v is None else v for v in tl.ttft_p95]
-            ax_t.plot(tl.t, ys, style, lw=1.2, color=color)
-    if ttft is not None:
-        ax_t.axhline(ttft.target, color="0.3", ls="--", lw=1, label=f"{ttft.name} {ttft.target:g} s")
-        ax_t.legend(fontsize=7)
+            for ax, values in ((ax_t, tl.ttft_p95), (ax_e, tl.e2e_p95)):
+                ys = [math.nan if v is None or math.isinf(v) else v for v in values]
+                ax.plot(tl.t, ys, style, lw=1.2, color=color)
+    for ax, kind in ((ax_t, "ttft"), (ax_e, "e2e")):
+        check = next((c for c in checks if c.kind == kind and c.quantile is not None), None)
+        if check is not None:
+            ax.axhline(check.target, color="0.3", ls="--", lw=1, label=f"{check.name} {check.target:g} s")
+            ax.legend(fontsize=7, loc="upper left")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
+        ax.tick_params(axis="y", which="minor", labelsize=6)
+    ax_r.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax_r.set_ylabel("replicas\n(asked · ready)")
     ax_q.set_ylabel("requests waiting")
-    ax_t.set_ylabel("TTFT p95 (s)\nof each 5 s")
-    ax_t.set_yscale("log")
-    ax_t.set_xlabel("seconds from the first arrival")
+    ax_t.set_ylabel("TTFT p95 (s)\nper 5 s of arrivals")
+    ax_e.set_ylabel("E2E p95 (s)\nper 5 s of arrivals")
+    ax_e.set_xlabel("seconds from the first arrival")
     ax_r.set_title("the burst on an autoscaled fleet (solid: warm replicas; dashed: one fewer)", fontsize=9)
     ax_r.legend(fontsize=7, ncol=2)
-    for ax in (ax_r, ax_q, ax_t):
+    for ax in (ax_r, ax_q, ax_t, ax_e):
         ax.grid(alpha=0.3)
     buf = io.BytesIO()
     FigureCanvasAgg(fig).print_png(buf)  # type: ignore[no-untyped-call]  # the Agg backend is not annotated

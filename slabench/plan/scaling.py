@@ -35,7 +35,7 @@ from slabench.sim.vllm_fast import PlanningEngine
 @dataclass
 class Timeline:
     """The fleet every `tick_s`: replicas asked for (the HPA's count), ready, and requests running and waiting over
-    the ready replicas; `ttft_p95`: the TTFT p95 of the requests that arrived in the tick (None: none did)."""
+    the ready replicas; `ttft_p95`, `e2e_p95`: those of the requests that arrived in the tick (None: none did)."""
 
     t: list[float] = field(default_factory=list)
     replicas: list[int] = field(default_factory=list)
@@ -43,6 +43,7 @@ class Timeline:
     running: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
     ttft_p95: list[float | None] = field(default_factory=list)
+    e2e_p95: list[float | None] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +53,7 @@ class Timeline:
             "running": self.running,
             "waiting": self.waiting,
             "ttft_p95_s": self.ttft_p95,
+            "e2e_p95_s": self.e2e_p95,
         }
 
 
@@ -320,7 +322,9 @@ def scaled_replay(
     )
     end = now
     paid = sum(((r.ended if r.ended is not None else end) - r.asked) for r in fleet)
-    timeline.ttft_p95 = _ttft_p95_per_tick(arr[:sent] - t0, (first - arr)[:sent], error[:sent], timeline.t, tick_s)
+    arrived, failed = arr[:sent] - t0, error[:sent]
+    timeline.ttft_p95 = _p95_per_tick(arrived, (first - arr)[:sent], failed, timeline.t, tick_s)
+    timeline.e2e_p95 = _p95_per_tick(arrived, (last - arr)[:sent], failed, timeline.t, tick_s)
     drained = next((timeline.t[i] for i in range(len(timeline.t)) if not any(timeline.waiting[i:])), math.inf)
     attainment = {c.name: float(good[c][:sent][~error[:sent]].mean()) if counted else 0.0 for c in deadline_checks}
     return ScaledRun(
@@ -345,16 +349,17 @@ def flaps(changes: list[tuple[float, int]], window_s: float) -> int:
     return sum(1 for (t0, d0), (t1, d1) in itertools.pairwise(changes) if d1 != d0 and t1 - t0 < window_s)
 
 
-def _ttft_p95_per_tick(
-    arrived: np.ndarray, ttft: np.ndarray, error: np.ndarray, ticks: list[float], tick_s: float
+def _p95_per_tick(
+    arrived: np.ndarray, latency: np.ndarray, error: np.ndarray, ticks: list[float], tick_s: float
 ) -> list[float | None]:
-    """TTFT p95 of the requests that arrived within each tick (errors left out; a request never started: inf)."""
+    """The p95 of `latency` over the requests that arrived within each tick (errors left out; a request that never
+    got its token: inf)."""
     out: list[float | None] = []
     keep = ~error
-    arrived, ttft = arrived[keep], ttft[keep]
+    arrived, latency = arrived[keep], latency[keep]
     order = np.argsort(arrived, kind="stable")
-    arrived, ttft = arrived[order], ttft[order]
+    arrived, latency = arrived[order], latency[order]
     for t in ticks:
         lo, hi = np.searchsorted(arrived, [t, t + tick_s])
-        out.append(type7(np.sort(ttft[lo:hi]), 0.95) if hi > lo else None)
+        out.append(type7(np.sort(latency[lo:hi]), 0.95) if hi > lo else None)
     return out
