@@ -232,10 +232,15 @@ class AutoscaleView:
                 out.append(f"{a.gpu}: from {run.warm} warm the replica count flaps {run.flaps} times (oscillates)")
         below = a.below
         if below is not None and not below.scale_ups:
+            seen = below.peak_load_per_replica
+            why = (
+                " — it waits for the batch to fill, and the contract is missed first"
+                if seen <= self.rule.target
+                else ""
+            )
             out.append(
-                f"{a.gpu}: from {below.warm} warm the rule never asked for a replica: at most "
-                f"{below.peak_load_per_replica:.0f} requests per replica against its target {self.rule.target:g} — it "
-                "waits for the batch to fill, and the contract is missed first"
+                f"{a.gpu}: from {below.warm} warm the rule never asked for a replica (at most {seen:.0f} requests "
+                f"per replica, against its target {self.rule.target:g} and the HPA's 10 % tolerance){why}"
             )
         elif below is not None and below.scale_ups:
             out.append(
