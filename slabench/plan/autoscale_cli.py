@@ -96,7 +96,7 @@ def write(s: AutoscaleSetup, answers: list[AutoscaleAnswer], checks: list[Check]
     """autoscale.json and (with matplotlib) autoscale.png; returns the files written."""
     from slabench.core.extras import missing
     from slabench.plan.autoscale import plot_png
-    from slabench.plan.cli import _finite
+    from slabench.plan.jsondoc import finite
 
     doc = {
         "rule": s.rule.describe(),
@@ -105,7 +105,7 @@ def write(s: AutoscaleSetup, answers: list[AutoscaleAnswer], checks: list[Check]
         "day_peak_rps": s.peak_rps,
         "profiles": [a.to_dict() for a in answers],
     }
-    (out / "autoscale.json").write_text(json.dumps(_finite(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    (out / "autoscale.json").write_text(json.dumps(finite(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     written = [out / "autoscale.json"]
     if missing("matplotlib") is None and answers:
         (out / "autoscale.png").write_bytes(plot_png(answers, checks))

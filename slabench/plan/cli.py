@@ -15,13 +15,13 @@ import os
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
 
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.extras import missing
 from slabench.core.files import check_output
 from slabench.core.runcap import max_run_s
 from slabench.plan.autoscale_cli import add_options as add_autoscale_options
+from slabench.plan.jsondoc import finite as _finite
 from slabench.plan.serving import add_options as add_serving_options
 from slabench.plan.workload import LOADS, capped_load
 
@@ -277,17 +277,3 @@ def _expected_work(gpu: str, model: str, load, checks, serving: dict) -> int:
         return first_guess(load_profile(gpu, model, engine={**serving, **PLAN_ENGINE}), load, checks)
     except UserError:
         return 0  # the model does not fit: answered at once
-
-
-def _finite(x: Any) -> Any:
-    """JSON has no infinity: an infinite figure (a request that never finished) is written as the string "inf"."""
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_finite(v) for v in x]
-    if isinstance(x, float):
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-    return x
