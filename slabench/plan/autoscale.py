@@ -178,7 +178,7 @@ class AutoscaleView:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         t = Table(
-            title="autoscaling — the burst from warm replicas; a day's cost",
+            title="autoscaling — the load from warm replicas; a day's cost",
             box=box.SIMPLE_HEAD,
             title_justify="left",
             show_edge=False,
@@ -316,7 +316,7 @@ def plot_png(answers: list[AutoscaleAnswer], checks: list[Check]) -> bytes:
     ax_t.set_ylabel("TTFT p95 (s)\nper 5 s of arrivals")
     ax_e.set_ylabel("E2E p95 (s)\nper 5 s of arrivals")
     ax_e.set_xlabel("seconds from the first arrival")
-    ax_r.set_title("the burst on an autoscaled fleet (solid: warm replicas; dashed: one fewer)", fontsize=9)
+    ax_r.set_title("the load on an autoscaled fleet (solid: warm replicas; dashed: one fewer)", fontsize=9)
     ax_r.legend(fontsize=7, ncol=2)
     for ax in (ax_r, ax_q, ax_t, ax_e):
         ax.grid(alpha=0.3)

@@ -207,3 +207,30 @@ def test_plan_autoscale_writes_its_answer(tmp_path):
 def test_bad_autoscale_flags_are_one_line_and_exit_3(tmp_path, argv, says):
     code, err = cli(["plan", "--profiles", "l4", "--out", str(tmp_path / "p"), *argv])
     assert code == 3 and says in err and "Traceback" not in err
+
+
+def test_warm_replicas_of_a_small_load_and_the_view_at_80_columns(tmp_path, toy_model):
+    """Groups of four on one-at-a-time replicas, TTFT p95 ≤ 0.5 s: the plan's 4 replicas (test_plan). From 3 warm
+    the rule (48 per replica) never asks for a fourth — at most 4 requests run or wait per replica — so one request
+    of each group waits a whole second (a quarter of the TTFTs are 1.1 s) and 3 misses: 4 warm replicas are needed.
+    The console view reads at 80 columns."""
+    from rich.console import Console
+
+    from slabench.plan.autoscale import AutoscaleView, autoscale_profile
+    from slabench.plan.checks import latency_checks
+    from slabench.sla.contract import load_contract
+    from tests.unit.test_plan import contract
+
+    checks = latency_checks(load_contract(contract(tmp_path, "  ttft_p95_s: {max: 0.5}")))
+    a = autoscale_profile(toy_gpu(tmp_path, 1), toy_model, groups_of_four(), checks, "round-robin", 300.0, {}, RULE,
+                          ColdStart(), "s3", 4, 40, 91.0, 1.0, 0.1, 1.0)  # fmt: skip
+    assert a.warm == 4 and a.probes == {3: False, 4: True}
+    assert a.below is not None and a.below.scale_ups == 0 and a.below.peak_load_per_replica <= 4
+    assert "ttft_p95_s" in (a.below.prediction.stopped or "")  # failed for sure: stopped early
+    assert a.run is not None and a.run.prediction.figures["ttft_p95"] == pytest.approx(0.1, abs=1e-6)
+    assert set(a.day) == {"always-on", "autoscaled", "scale-to-zero"}
+    console = Console(width=80, record=True, color_system=None)
+    console.print(AutoscaleView([a], RULE, 1.0))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text and "toy1" in text and "never asked for a replica" in text
