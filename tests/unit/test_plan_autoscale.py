@@ -234,3 +234,26 @@ def test_warm_replicas_of_a_small_load_and_the_view_at_80_columns(tmp_path, toy_
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "…" not in text and "toy1" in text and "never asked for a replica" in text
+
+
+def test_a_step_down_scales_in_after_the_window_one_replica_per_period(tmp_path, toy_model):
+    """A step load: 4 requests/s for 60 s (the scale-out above: up to 3 replicas), then one request every 10 s for
+    25 minutes. The balancer assigns each request as it arrives, so the first replica holds what came in its first
+    25 s alone: 100 + 30 + 27 requests served one a second, its queue gone at ~157 s (the tick at 160 s). The last
+    poll that sees a queue (150 s) wants 3; the rule scales in only below the highest recommendation of the last
+    600 s, one replica per 300 s: to 2 at 750 s, to 1 at 1,050 s. A removed replica is paid until it has finished
+    what it held."""
+    config = load_profile(toy_gpu(tmp_path, 1), toy_model, engine=PLAN_ENGINE)
+    rule = replace(RULE, target=1.0, up_period_s=15.0, max_replicas=3)
+    offsets = np.concatenate([np.arange(0.0, 60.0, 0.25), np.arange(60.0, 1560.0, 10.0)])
+    load = PlannedLoad("test", "step", mix([10], [10]), offsets=offsets, rows=np.zeros(len(offsets), int))
+    run = scaled_replay(config, load, rule, startup_s=10.0, warm=1, drain_timeout=600)
+    tl = run.timeline
+    downs = [t for t, before, after in zip(tl.t[1:], tl.replicas[:-1], tl.replicas[1:], strict=True) if after < before]
+    assert (run.scale_ups, run.scale_downs, run.flaps) == (2, 2, 0)
+    assert downs == [750.0, 1050.0]
+    assert tl.replicas[-1] == 1 and min(tl.ready) >= 1
+    assert run.prediction.ok == len(offsets) and run.queue_drained_s == 160.0
+    end = run.prediction.end
+    paid = end + (downs[1] - 15.0) + (downs[0] - 30.0)  # each removed replica was idle (1 s requests, 10 s apart)
+    assert run.replica_seconds == pytest.approx(paid, abs=1.0)
