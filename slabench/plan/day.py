@@ -3,8 +3,10 @@
 A real day (86,400 s) of request-level replay is minutes of CPU per fleet, so the day is a fluid queue in 15 s steps
 whose replicas serve what the engine replay measured: each ready replica completes up to `per_replica_rps` (the rate
 one replica sustained through the burst while meeting the contract) with up to `slots` requests in flight
-(max_num_seqs), so a request holds its slot `slots ÷ per_replica_rps` seconds at full load. What is in the system
-beyond the ready replicas' slots waits; a request that arrives behind `waiting` requests waits about
+(max_num_seqs), so a request holds its slot `slots ÷ per_replica_rps` seconds — its time at full load, at any load
+(a simplification: a real request finishes sooner on a lightly loaded replica, so the rule here sees more requests
+in flight than it would, and the autoscaled fleet is if anything too large). What is in the system beyond the ready
+replicas' slots waits; a request that arrives behind `waiting` requests waits about
 `waiting ÷ (ready × per_replica_rps)`, and meets the TTFT target when that wait plus the profile's TTFT with no queue
 is within it. A request that arrives with no replica ready is lost (the load balancer has no target: HTTP 503).
 

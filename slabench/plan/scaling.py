@@ -171,7 +171,6 @@ def scaled_replay(
     starting: list[tuple[float, int]] = []  # (ready at, replica)
     serving: list[int] = list(range(warm))  # ready and taking requests
     outstanding: list[int] = [0] * warm
-    owner = np.full(n, -1, dtype=np.int64)
     rr = 0
     events: list[tuple[float, int, int]] = []
     version: list[int] = [0] * warm
@@ -268,7 +267,6 @@ def scaled_replay(
                 k = min(serving, key=lambda j: outstanding[j])
             req = mix.request(str(i), int(rows[i]))
             ptok[i] = req.prompt_tokens
-            owner[i] = k
             outstanding[k] += 1
             fleet[k].engine.add(req, ta)
             push(k)
