@@ -277,9 +277,9 @@ class AutoscaleView:
 
 
 def plot_png(answers: list[AutoscaleAnswer], checks: list[Check]) -> bytes:
-    """Replicas (asked for: solid; ready: dotted), requests waiting, and the TTFT and E2E p95 of each 5 s of
-    arrivals over the burst, from each profile's warm replicas (solid) and from one fewer (dashed); the contract's
-    targets dashed grey."""
+    """Replicas the rule added to the warm ones (asked for; ready: dotted), requests waiting, and the TTFT and E2E
+    p95 of each 5 s of arrivals over the load, from each profile's warm replicas (solid) and from one fewer
+    (dashed); the contract's targets dashed grey."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator, ScalarFormatter
@@ -294,9 +294,10 @@ def plot_png(answers: list[AutoscaleAnswer], checks: list[Check]) -> bytes:
             if run is None:
                 continue
             tl = run.timeline
-            (line,) = ax_r.plot(tl.t, tl.replicas, style, lw=1.4, color=color, label=f"{a.gpu} from {run.warm}")
+            added = [n - run.warm for n in tl.replicas]
+            (line,) = ax_r.plot(tl.t, added, style, lw=1.4, color=color, label=f"{a.gpu} from {run.warm}")
             color = line.get_color()
-            ax_r.plot(tl.t, tl.ready, ":", lw=1, color=color)
+            ax_r.plot(tl.t, [n - run.warm for n in tl.ready], ":", lw=1, color=color)
             ax_q.plot(tl.t, tl.waiting, style, lw=1.2, color=color)
             for ax, values in ((ax_t, tl.ttft_p95), (ax_e, tl.e2e_p95)):
                 ys = [math.nan if v is None or math.isinf(v) else v for v in values]
@@ -311,7 +312,7 @@ def plot_png(answers: list[AutoscaleAnswer], checks: list[Check]) -> bytes:
         ax.yaxis.set_minor_formatter(ScalarFormatter())
         ax.tick_params(axis="y", which="minor", labelsize=6)
     ax_r.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax_r.set_ylabel("replicas\n(asked · ready)")
+    ax_r.set_ylabel("replicas added\n(asked · ready)")
     ax_q.set_ylabel("requests waiting")
     ax_t.set_ylabel("TTFT p95 (s)\nper 5 s of arrivals")
     ax_e.set_ylabel("E2E p95 (s)\nper 5 s of arrivals")
