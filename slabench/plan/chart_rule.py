@@ -79,9 +79,16 @@ def chart_rule(files: list[str], max_num_seqs: int | None = None, template: Path
     """The rule the chart renders with `files` over its values (`max_num_seqs`: a --max-num-seqs given on the
     command line, which the plan deploys instead of the chart's)."""
     values = merged_values(files)
+    try:
+        return _rule(values, max_num_seqs, template)
+    except UserError as e:  # name the file the value came from (the last given, else the chart's own)
+        raise UserError(f"{files[-1] if files else CHART_VALUES}: {e}") from None
+
+
+def _rule(values: dict[str, Any], max_num_seqs: int | None, template: Path) -> ScalingRule:
     a = values.get("autoscaling")
     if not isinstance(a, dict):
-        raise UserError("autoscaling: the chart's values have no `autoscaling:` mapping (helm/vllm-serving)")
+        raise UserError("autoscaling: must be a mapping (the vllm-serving chart's `autoscaling:` keys)")
     model = values.get("model")
     if not isinstance(model, dict):
         model = {}
