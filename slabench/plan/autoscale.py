@@ -41,6 +41,8 @@ class AutoscaleAnswer:
     warm: int | None = None
     run: ScaledRun | None = None  # from `warm` replicas
     below: ScaledRun | None = None  # from warm − 1 (misses), when warm > 1
+    requested: ScaledRun | None = None  # from --warm PROFILE=N
+    requested_meets: bool | None = None
     probes: dict[int, bool] = field(default_factory=dict)  # warm replicas tried: met?
     per_replica_rps: float | None = None
     day_max_replicas: int | None = None  # the ceiling the day ran with (the chart's, or raised to the peak's need)
@@ -56,6 +58,8 @@ class AutoscaleAnswer:
             "warm_replicas": self.warm,
             "from_warm": self.run.to_dict() if self.run else None,
             "from_one_fewer": self.below.to_dict() if self.below else None,
+            "from_requested": self.requested.to_dict() if self.requested else None,
+            "from_requested_meets": self.requested_meets,
             "probes": {str(k): v for k, v in sorted(self.probes.items())},
             "per_replica_rps": self.per_replica_rps,
             "day_max_replicas": self.day_max_replicas,
@@ -105,6 +109,7 @@ def autoscale_profile(
     usd_per_replica_hour: float,
     ttft_floor_s: float,
     day_peak_rps: float,
+    requested: int | None = None,
 ) -> AutoscaleAnswer:
     """One profile's answer (runs in a worker process: everything here is picklable)."""
     from slabench.shapes.schedules import OFFICE_DAY, Diurnal
@@ -126,6 +131,11 @@ def autoscale_profile(
         if warm not in runs and not probe(warm):
             answer.problem = f"from {warm} warm replicas (the plan's answer) the scaled fleet misses a check"
         answer.warm, answer.run, answer.below = warm, runs[warm], runs.get(warm - 1)
+        if requested is not None:
+            if requested not in runs:
+                probe(requested)
+            answer.requested = runs[requested]
+            answer.requested_meets = meets(runs[requested], checks)
     else:
         answer.problem = "a closed loop has no arrival times to scale on: the burst, rate, diurnal and queue loads do"
     if static_drain_s > 0 and static_ok > 0:
@@ -227,6 +237,13 @@ class AutoscaleView:
     def _notes(self, a: AutoscaleAnswer) -> list[str]:
         out = []
         r = a.run
+        q = a.requested
+        if q is not None:
+            verdict = "meets the contract" if a.requested_meets else "misses the contract"
+            out.append(
+                f"{a.gpu}: from {q.warm} warm (--warm): {_attained(q)} within the targets, queue gone "
+                f"{_secs(q.queue_drained_s)}, the rule asked for up to {q.peak_replicas} — {verdict}"
+            )
         for run in (r, a.below):
             if run is not None and run.flaps:
                 out.append(f"{a.gpu}: from {run.warm} warm the replica count flaps {run.flaps} times (oscillates)")
@@ -279,7 +296,7 @@ class AutoscaleView:
 def plot_png(answers: list[AutoscaleAnswer], checks: list[Check]) -> bytes:
     """Replicas the rule added to the warm ones (asked for; ready: dotted), requests waiting, and the TTFT and E2E
     p95 of each 5 s of arrivals over the load, from each profile's warm replicas (solid) and from one fewer
-    (dashed); the contract's targets dashed grey."""
+    (dashed), and from --warm's N (dash-dot); the contract's targets dashed grey."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator, ScalarFormatter
@@ -290,7 +307,7 @@ def plot_png(answers: list[AutoscaleAnswer], checks: list[Check]) -> bytes:
         if a.run is None:
             continue
         color = None
-        for run, style in ((a.run, "-"), (a.below, "--")):
+        for run, style in ((a.run, "-"), (a.below, "--"), (a.requested, "-.")):
             if run is None:
                 continue
             tl = run.timeline

@@ -45,6 +45,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help=f"override a cold-start assumption (repeatable); keys: {', '.join(KEYS)}",
     )
+    g.add_argument(
+        "--warm",
+        action="append",
+        default=[],
+        metavar="PROFILE=N",
+        help="also replay the load from N warm replicas of this GPU profile (repeatable)",
+    )
 
 
 @dataclass(frozen=True)
@@ -53,18 +60,33 @@ class AutoscaleSetup:
     cold: ColdStart
     tier: str
     peak_rps: float
+    warm: dict[str, int]  # --warm: a profile's replicas to replay from, besides the search's
 
 
-def setup(args: argparse.Namespace, serving: dict[str, Any]) -> AutoscaleSetup | None:
-    """The rule, the cold start and the day, checked before any planning (None: no --autoscale)."""
+def _warm(items: list[str], profiles: list[str]) -> dict[str, int]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value.isdigit() or int(value) < 1:
+            raise UserError(f"--warm {item!r}: use PROFILE=N with N ≥ 1 warm replicas, e.g. --warm l40s=150")
+        if name not in profiles:
+            raise UserError(f"--warm {item!r}: {name} is not among the planned profiles ({', '.join(profiles)})")
+        out[name] = int(value)
+    return out
+
+
+def setup(args: argparse.Namespace, serving: dict[str, Any], profiles: list[str]) -> AutoscaleSetup | None:
+    """The rule, the cold start and the day, checked before any planning (None: no --autoscale). `profiles`: the
+    planned GPU profiles' names."""
     if not args.autoscale:
-        if args.cold_start or args.cache_tier != "s3":
-            raise UserError("--cold-start and --cache-tier shape the autoscaled replay: add --autoscale")
+        if args.cold_start or args.cache_tier != "s3" or args.warm:
+            raise UserError("--cold-start, --cache-tier and --warm shape the autoscaled replay: add --autoscale")
         return None
     if not (math.isfinite(args.diurnal_peak_rps) and args.diurnal_peak_rps > 0):
         raise UserError(f"--diurnal-peak-rps {args.diurnal_peak_rps:g}: the day's peak must be > 0 requests/s")
     rule = chart_rule(args.serving_values, serving.get("max_num_seqs"))
-    return AutoscaleSetup(rule, cold_start(args.cold_start), args.cache_tier, args.diurnal_peak_rps)
+    warm = _warm(args.warm, profiles)
+    return AutoscaleSetup(rule, cold_start(args.cold_start), args.cache_tier, args.diurnal_peak_rps, warm)
 
 
 def submit(
@@ -88,7 +110,7 @@ def submit(
     return pool.submit(
         autoscale_profile, ref, args.model, load, checks, args.balancer, args.drain_timeout, serving, s.rule,
         s.cold, s.tier, answer.replicas, p.ok, p.drain_s, usd_per_replica_hour, answer.floor.get("ttft_p95") or 0.0,
-        s.peak_rps,
+        s.peak_rps, s.warm.get(answer.gpu.name),
     )  # fmt: skip
 
 

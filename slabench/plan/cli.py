@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
     replica_prices = {g.name: profile_price(g, loaded, prices.get(g.name)) for g in gpus}
     serving = serving_flags(args)
     validate_data(serving, EngineOptions, "serving flags")  # a bad flag is one line here, not a row per profile
-    scaling = autoscale_setup(args, serving)
+    scaling = autoscale_setup(args, serving, [g.name for g in gpus])
     if args.queue:
         from slabench.plan.workload import read_queue
 

@@ -257,3 +257,32 @@ def test_a_step_down_scales_in_after_the_window_one_replica_per_period(tmp_path,
     end = run.prediction.end
     paid = end + (downs[1] - 15.0) + (downs[0] - 30.0)  # each removed replica was idle (1 s requests, 10 s apart)
     assert run.replica_seconds == pytest.approx(paid, abs=1.0)
+
+
+def test_warm_n_replays_from_the_replicas_asked_for(tmp_path, toy_model):
+    """--warm PROFILE=N: groups of four from 2 warm one-at-a-time replicas — two of each group wait (half the TTFTs
+    above 0.5 s): it misses, and says so; the search's answer (4) is unchanged."""
+    from slabench.plan.autoscale import AutoscaleView, autoscale_profile
+    from slabench.plan.checks import latency_checks
+    from slabench.sla.contract import load_contract
+    from tests.unit.test_plan import contract
+
+    checks = latency_checks(load_contract(contract(tmp_path, "  ttft_p95_s: {max: 0.5}")))
+    a = autoscale_profile(toy_gpu(tmp_path, 1), toy_model, groups_of_four(), checks, "round-robin", 300.0, {}, RULE,
+                          ColdStart(), "s3", 4, 40, 91.0, 1.0, 0.1, 1.0, requested=2)  # fmt: skip
+    assert a.warm == 4 and a.requested is not None and a.requested.warm == 2 and a.requested_meets is False
+    assert a.to_dict()["from_requested"]["warm"] == 2
+    assert any("from 2 warm (--warm)" in n and "misses" in n for n in AutoscaleView([a], RULE, 1.0)._notes(a))
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--autoscale", "--warm", "l4=0"], "--warm 'l4=0': use PROFILE=N"),
+        (["--autoscale", "--warm", "h100=3"], "h100 is not among the planned profiles (l4)"),
+        (["--warm", "l4=3"], "add --autoscale"),
+    ],
+)
+def test_bad_warm_flags_are_one_line_and_exit_3(tmp_path, argv, says):
+    code, err = cli(["plan", "--profiles", "l4", "--out", str(tmp_path / "p"), *argv])
+    assert code == 3 and says in err and "Traceback" not in err
