@@ -5,7 +5,12 @@ profiles, 2 worker processes), twice by default: once with an empty length cache
 seeds, a one-time cost per dataset) and once warm. The machine's load average is printed with each figure: on a
 shared machine the wall time stretches while the CPU time stays.
 
+With `--autoscale` (and `--cache-tier`), `slabench plan --autoscale`: the same plan, then each profile's burst
+on a fleet the chart's rule scales (warm replicas, one fewer) and its day three ways; per profile it prints the
+warm replicas and the seconds the autoscaled part took.
+
     python benchmarks/plan_speed.py [--warm-only] [--balancer round-robin|least-outstanding] [--jobs 2]
+                                    [--autoscale [--cache-tier nvme|s3|hf]]
 """
 
 from __future__ import annotations
@@ -23,12 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_plan(cache: str, out: str, balancer: str, jobs: int) -> tuple[float, float, dict]:
+def run_plan(cache: str, out: str, balancer: str, jobs: int, extra: list[str]) -> tuple[float, float, dict]:
     env = {**os.environ, "XDG_CACHE_HOME": cache}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     res = subprocess.run(
-        [sys.executable, "-m", "slabench", "plan", "--out", out, "--balancer", balancer, "--jobs", str(jobs)],
+        [sys.executable, "-m", "slabench", "plan", "--out", out, "--balancer", balancer, "--jobs", str(jobs), *extra],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -47,14 +52,17 @@ def main() -> None:
     ap.add_argument("--warm-only", action="store_true", help="skip the cold run (lengths cache already built)")
     ap.add_argument("--balancer", default="round-robin", choices=("round-robin", "least-outstanding"))
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--autoscale", action="store_true", help="plan --autoscale: the fleet in time as well")
+    ap.add_argument("--cache-tier", default="s3", choices=("nvme", "s3", "hf"))
     args = ap.parse_args()
+    extra = ["--autoscale", "--cache-tier", args.cache_tier] if args.autoscale else []
     with tempfile.TemporaryDirectory() as tmp:
         cache = os.environ.get("XDG_CACHE_HOME", "") if args.warm_only else str(Path(tmp) / "cache")
         rounds = ["warm"] if args.warm_only else ["cold", "warm"]
         for name in rounds:
             load = os.getloadavg()[0]
             wall, cpu, plan = run_plan(
-                cache or str(Path.home() / ".cache"), str(Path(tmp) / name), args.balancer, args.jobs
+                cache or str(Path.home() / ".cache"), str(Path(tmp) / name), args.balancer, args.jobs, extra
             )
             print(
                 f"{name}: {wall:.1f} s wall, {cpu:.1f} s CPU (load average {load:.1f} at start, {os.cpu_count()} CPUs)"
@@ -68,6 +76,15 @@ def main() -> None:
                 f"  {p['gpu']:<26} replicas {replicas:>20}  planned {p.get('planned_replicas')!s:>5}"
                 f"  ${cost or 0:,.2f}/h  {fleets} fleets  {p['search_seconds']:.1f} s"
             )
+        if args.autoscale:
+            scaled = json.loads((Path(tmp) / name / "autoscale.json").read_text())
+            for p in scaled["profiles"]:
+                day = p["day"]
+                usd = " / ".join(f"${day[m]['usd']:,.0f}" for m in ("always-on", "autoscaled", "scale-to-zero"))
+                print(
+                    f"  {p['gpu']:<26} warm {p['warm_replicas']!s:>5}  probes {len(p['probes'])}  day {usd}  "
+                    f"{p['seconds']:.1f} s (autoscaled part)"
+                )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import argparse
 import math
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,9 @@ from slabench.core.errors import ExitCode, UserError
 from slabench.core.extras import missing
 from slabench.core.files import check_output
 from slabench.core.runcap import max_run_s
+from slabench.plan.autoscale_cli import add_options as add_autoscale_options
 from slabench.plan.checks import Check
+from slabench.plan.jsondoc import finite as _finite
 from slabench.plan.serving import add_options as add_serving_options
 from slabench.plan.workload import LOADS, Mix, PlannedLoad, capped_load
 
@@ -66,11 +68,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     g.add_argument("--duration", type=float, default=300.0, help="rate/steps: seconds of load (default 300)")
     g.add_argument("--burstiness", type=float, default=1.0, help="rate/diurnal: Gamma shape (1 = Poisson)")
     g.add_argument("--seed", type=int, default=0, help="rate/diurnal: arrival seed")
-    g.add_argument("--diurnal-peak-rps", type=float, default=10.0, help="diurnal: the day's peak rate")
+    g.add_argument(
+        "--diurnal-peak-rps", type=float, default=10.0, help="diurnal (and --autoscale's day): the day's peak rate"
+    )
     g.add_argument("--diurnal-day-minutes", type=float, default=24.0, help="diurnal: one day in this many minutes")
     g.add_argument("--diurnal-days", type=int, default=1, help="diurnal: days")
     g.add_argument("--users", type=int, help="steps: closed-loop users")
     add_serving_options(p)
+    add_autoscale_options(p)
     s = p.add_argument_group("search")
     s.add_argument("--max-replicas", type=int, default=2000, help="give up above this many replicas (default 2000)")
     s.add_argument(
@@ -158,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from slabench.core.config import validate_data
+    from slabench.plan.autoscale import AutoscaleView
+    from slabench.plan.autoscale_cli import setup as autoscale_setup
+    from slabench.plan.autoscale_cli import submit as submit_autoscale
+    from slabench.plan.autoscale_cli import write as write_autoscale
     from slabench.plan.checks import latency_checks
     from slabench.plan.cost import FleetCost, profile_price
     from slabench.plan.report import Plan, Row, plot_png, table
@@ -190,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
     replica_prices = {g.name: profile_price(g, loaded, prices.get(g.name)) for g in gpus}
     serving = serving_flags(args)
     validate_data(serving, EngineOptions, "serving flags")  # a bad flag is one line here, not a row per profile
+    scaling = autoscale_setup(args, serving, [g.name for g in gpus])
     if args.queue:
         from slabench.plan.workload import read_queue
 
@@ -215,7 +225,17 @@ def run(args: argparse.Namespace) -> int:
             )
             for i in order
         }
+        scaled: dict[int, Future[Any]] = {}  # each profile's autoscaled replay, started as soon as its plan is known
+        if scaling is not None:
+            index = {f: i for i, f in futures.items()}
+            for f in as_completed(index):
+                i = index[f]
+                usd = replica_prices[gpus[i].name].per_replica_usd_per_hour
+                job = submit_autoscale(pool, scaling, args, refs[i], f.result(), usd, load, checks, serving)
+                if job is not None:
+                    scaled[i] = job
         answers = [futures[i].result() for i in range(len(refs))]
+        scaled_answers = [scaled[i].result() for i in sorted(scaled)]
 
     plan = Plan(
         load=load.description,
@@ -245,11 +265,17 @@ def run(args: argparse.Namespace) -> int:
     if no_plot is None:
         (out / "plan.png").write_bytes(plot_png(plan))
         written.append(out / "plan.png")
+    scaled_view = None
+    if scaling is not None:
+        written += write_autoscale(scaling, scaled_answers, checks, out)
+        scaled_view = AutoscaleView(scaled_answers, scaling.rule, scaling.peak_rps)
     if args.json:
         print(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
     else:
         console = Console()
         console.print(table(plan))
+        if scaled_view is not None:
+            console.print(scaled_view)
         console.print(f"wrote {' and '.join(map(str, written))} ({plan.seconds:.1f} s)")
         if no_plot is not None:
             console.print(f"no plan.png: matplotlib is not installed ({no_plot})", markup=False)
@@ -265,17 +291,3 @@ def _expected_work(gpu: str, model: str, load: PlannedLoad, checks: list[Check],
         return first_guess(load_profile(gpu, model, engine={**serving, **PLAN_ENGINE}), load, checks)
     except UserError:
         return 0  # the model does not fit: answered at once
-
-
-def _finite(x: Any) -> Any:
-    """JSON has no infinity: an infinite figure (a request that never finished) is written as the string "inf"."""
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_finite(v) for v in x]
-    if isinstance(x, float):
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-    return x

@@ -52,8 +52,8 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def chart_flags(files: list[str], chart_values: Path = CHART_VALUES) -> dict[str, Any]:
-    """The capacity flags the chart installs with `files` over its defaults (the defaults alone if none given)."""
+def merged_values(files: list[str], chart_values: Path = CHART_VALUES) -> dict[str, Any]:
+    """The chart's values with `files` over its defaults, merged as `helm -f` merges them."""
     merged: dict[str, Any] = {}
     defaults = [str(chart_values)] if chart_values.is_file() else []  # an installed package has no charts
     for f in [*defaults, *files]:
@@ -61,6 +61,12 @@ def chart_flags(files: list[str], chart_values: Path = CHART_VALUES) -> dict[str
         if not isinstance(doc, dict):
             raise UserError(f"{f}: a Helm values file is a mapping, not a {type(doc).__name__}")
         merged = _merge(merged, doc)
+    return merged
+
+
+def chart_flags(files: list[str], chart_values: Path = CHART_VALUES) -> dict[str, Any]:
+    """The capacity flags the chart installs with `files` over its defaults (the defaults alone if none given)."""
+    merged = merged_values(files, chart_values)
     model = merged.get("model") or {}
     if not isinstance(model, dict):
         raise UserError(f"{files[-1] if files else chart_values}: model: must be a mapping of the chart's model keys")

@@ -380,6 +380,20 @@ def _serving_flags(path: Path) -> Any:
     return validate_data(chart_flags([str(path)]), EngineOptions, "serving flags")
 
 
+def _autoscale_rule(path: Path) -> Any:
+    """`slabench plan --autoscale --serving-values FILE`: the chart's autoscaling rule over its defaults."""
+    from slabench.plan.chart_rule import chart_rule
+
+    return chart_rule([str(path)])
+
+
+def _rule_holds(rule: Any, path: Path) -> None:
+    """A rule the replay can run: a positive target, bounds in order, finite periods."""
+    assert rule.target >= 1 and 0 <= rule.min_replicas <= rule.max_replicas, rule
+    for x in (rule.poll_s, rule.cooldown_s, rule.up_period_s, rule.down_window_s, rule.down_period_s):
+        assert math.isfinite(x) and x >= 0, rule
+
+
 def _summary_tree(folder: Path) -> Path:
     """A sweep aggregated by `slabench aggregate`: its summary.json is what `grade` checks against the records."""
     root = _sweep_tree(folder)
@@ -659,6 +673,9 @@ ENTRIES: list[Entry] = [
     Entry("serving-values", ("slabench/plan/serving.py",), "yaml",
           copy_repo_file("helm/vllm-serving/ci/whole-card-values.yaml"), _serving_flags,
           seeds=((("model", "maxNumSeqs"), -1), (("model", "gpuMemoryUtilization"), math.nan))),
+    Entry("autoscale-values", ("slabench/plan/chart_rule.py",), "yaml",
+          copy_repo_file("helm/vllm-serving/ci/autoscaling-values.yaml"), _autoscale_rule, _rule_holds,
+          seeds=((("autoscaling", "targetUtilization"), math.inf), (("autoscaling", "schedule", "start"), "7 * * *"))),
     Entry("env-run-cap", ("slabench/core/runcap.py",), "json", _run_cap_env, _run_cap, _cap_holds,
           seeds=((("SLABENCH_MAX_RUN_S",), "inf"), (("SLABENCH_MAX_RUN_S",), "nan"), (("SLABENCH_MAX_RUN_S",), "-3"))),
     Entry("grade-summary", ("slabench/analysis/recheck.py",), "json", _summary_tree, _grade_summary, exit_ok,

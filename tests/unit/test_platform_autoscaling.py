@@ -89,8 +89,8 @@ def test_slabench_deploy_measures_a_fixed_replica_count(tmp_path):
 # --- the rule the chart renders, through the HPA's arithmetic -------------------------------------------------------
 
 
-def rendered_rule(*values: str) -> tuple[Rule, Fleet]:
-    so = one(render(SERVING, *values, values_files=(SCENARIO,)), "ScaledObject")
+def rendered_rule(*values: str, values_files: tuple = (SCENARIO,)) -> tuple[Rule, Fleet]:
+    so = one(render(SERVING, *values, values_files=values_files), "ScaledObject")
     trigger = next(t for t in so["spec"]["triggers"] if t["type"] == "prometheus")["metadata"]
     assert "num_requests_waiting" in trigger["query"]
     rule = Rule(counts_running="num_requests_running" in trigger["query"], target=float(trigger["threshold"]))
@@ -158,3 +158,30 @@ def test_the_queue_alone_would_not_hold_a_steady_load():
     _, fleet = rendered_rule()
     trace = simulate(Rule(counts_running=False, target=16), lambda t: 8.0, 2 * HOUR, fleet)
     assert not settled(trace, HOUR)
+
+
+def test_the_planner_reads_the_rule_the_chart_renders(tmp_path):
+    """`slabench plan --autoscale` reads the rule from the chart's values and template; what it reads is what
+    `helm template` renders, for the shipped values and for a values file that changes them."""
+    from slabench.plan.chart_rule import chart_rule
+
+    wider = tmp_path / "wider.yaml"
+    wider.write_text("model: {maxNumSeqs: 128}\nautoscaling: {maxReplicas: 3, targetUtilization: 0.5}\n")
+    for files in ((SCENARIO,), (SCENARIO, wider)):
+        so = one(render(SERVING, values_files=files), "ScaledObject")
+        rule, fleet = rendered_rule(values_files=files)
+        planned = chart_rule([str(f) for f in files])
+        assert (planned.target, planned.counts_running) == (rule.target, rule.counts_running)
+        assert (planned.max_replicas, planned.poll_s, planned.cooldown_s) == (
+            fleet.max_replicas,
+            fleet.poll_s,
+            so["spec"]["cooldownPeriod"],
+        )
+        assert (planned.up_period_s, planned.down_window_s, planned.down_period_s) == (
+            fleet.up_period_s,
+            fleet.down_window_s,
+            fleet.down_period_s,
+        )
+        cron = next(t for t in so["spec"]["triggers"] if t["type"] == "cron")["metadata"]
+        assert planned.schedule == (float(cron["start"].split()[1]), float(cron["end"].split()[1]))
+    assert chart_rule([str(SCENARIO), str(wider)]).target == 64.0  # ⌊128 × 0.5⌋, as rendered
