@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from tests.locust_run import run_locust
+from tests.locust_run import exit_for, run_locust
 from tests.sla_helpers import write
 
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "10")
@@ -51,6 +51,23 @@ def test_an_open_loop_run_whose_sends_went_late_is_incomplete_not_a_pass(simulat
     assert verdict["verdict"] == "CONDITIONAL" and verdict["measurement"] == "incomplete"  # … the run does not
     assert any("saturated" in r and "after their schedule" in r for r in verdict["incomplete"])
     assert "measurement doubtful: saturated" in res.stderr
+
+
+def test_a_saturated_plain_run_exits_4_and_says_why_in_run_status(simulator, tmp_path):
+    """Without a contract the default measurement policy judges: what the run logs about itself (measurement
+    doubtful: saturated), it says in run_status.json and its exit code."""
+    url = simulator(*FAST)
+    records = tmp_path / "run" / "records.jsonl"
+    env = {**os.environ, "SLABENCH_TEST_BUSY_S": "0.4"}  # each answer's grading holds the event loop 0.4 s
+    res = run_locust(
+        "-f", "tests/busy_grader_user.py,shapes/rate.py", "--host", url, "--rate-rps", "10", "--rate-hold", "3",
+        "--records", str(records), "--stop-timeout", "10", env=env,
+    )  # fmt: skip
+    assert res.returncode == 4, res.stderr[-3000:]
+    assert "measurement doubtful: saturated" in res.stderr and "the run is incomplete (exit 4)" in res.stderr
+    status = json.loads((records.parent / "run_status.json").read_text())
+    assert status["degraded"] is True and status["incomplete_reasons"] == [], status  # nothing is missing …
+    assert any("after their schedule" in r for r in status["saturated"]), status  # … the machine was too slow
 
 
 def test_a_starved_simulator_makes_the_run_incomplete(simulator, tmp_path):
@@ -177,7 +194,7 @@ def test_a_runs_event_loop_is_measured(simulator, tmp_path):
     )  # fmt: skip
     status = json.loads((records.parent / "run_status.json").read_text())
     sat = status["saturation"]
-    assert res.returncode == (4 if status["saturated"] else 0), res.stderr[-3000:]  # what it says, it exits with
+    assert res.returncode == exit_for(records.parent), res.stderr[-3000:]  # what it says, it exits with
     assert sat["loop_span_s"] >= 3 and 0 <= sat["loop_late_s"] <= sat["loop_span_s"], sat
     if os.path.exists("/proc/self/schedstat"):
         assert sat["cpu_wait_runs"] > 0 and 0 <= sat["cpu_wait_s"] <= sat["loop_span_s"], sat
