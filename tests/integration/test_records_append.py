@@ -15,7 +15,7 @@ import urllib.request
 
 from slabench.core.sinks import open_sink, read_records
 from tests.integration.test_shapes_webui import get_json, wait_state
-from tests.locust_run import ROOT, run_locust, scrape
+from tests.locust_run import ROOT, assert_exit, run_locust, scrape
 from tests.ports import free_port
 from tests.sla_helpers import record, write
 
@@ -66,7 +66,7 @@ def test_append_adds_the_run_and_grading_both_as_one_needs_merge_runs(simulator,
     path = tmp_path / "records.jsonl"
     earlier_run(path)
     res = locust(url, path, "--append", "--run-id", "second")
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, path.parent, 0, output=res.stderr)
     assert {r.run_id for r in read_records(path)} == {"earlier", "second"}
 
     # locust --sla over an appended file: refused at the start (before the load), unless merging is asked for
