@@ -23,7 +23,7 @@ from slabench.locust.plugin import LLMUser
 from slabench.locust.refusals import FAILURES_TO_STOP, REFUSALS_TO_STOP
 from tests.integration.test_client_hostile import CASES, KEY
 from tests.integration.test_shapes_dispatcher import ItemUser, environment, finish, items
-from tests.locust_run import ROOT, assert_exit, run_locust
+from tests.locust_run import ROOT, assert_exit, machine_doubtful, run_locust
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
 EXPECTED = {c.behaviour: c.expect for c in CASES}
@@ -111,7 +111,8 @@ def test_a_locust_run_against_every_hostile_behaviour(hostile_server, tmp_path):
     assert not wrong
     assert len({first_row[r.request_id]["behaviour"] for r in records}) >= 25  # went round the mix
     status = json.loads((records_path.parent / "run_status.json").read_text())
-    assert status["records"] == len(records) and not status["degraded"] and status["stopped"] is None
+    assert status["records"] == len(records) and status["stopped"] is None and not status["incomplete_reasons"]
+    assert status["degraded"] == machine_doubtful(records_path.parent)  # degraded only by a busy machine
     # The key the server echoed back is in no file of the run and in no output.
     for path in tmp_path.rglob("*"):
         if path.is_file():
