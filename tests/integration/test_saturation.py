@@ -72,6 +72,28 @@ def test_a_saturated_plain_run_exits_4_and_says_why_in_run_status(simulator, tmp
     assert any("event loop" in r and "ran late" in r for r in status["saturated"]), status  # … the machine was slow
 
 
+def test_with_a_contract_its_own_measurement_policy_judges_the_saturation(simulator, tmp_path):
+    """The same saturated run under --sla with a contract that tolerates any saturation: the default policy's
+    finding stays in run_status.json and the log, but the verdict's code is the run's — never a line saying exit 4
+    for a run that exits 0."""
+    url = simulator(*FAST)
+    records = tmp_path / "run" / "records.jsonl"
+    lenient = contract(tmp_path, "request_rate_rps: 5").read_text() + (
+        "measurement: {max_cpu_samples_over_90: 1000, max_late_send_share: 1, max_loop_late_share: 1, "
+        "max_simulator_late_share: 1000}\n"
+    )
+    res = run_locust(
+        "-f", "tests/busy_grader_user.py,shapes/rate.py", "--host", url, "--rate-rps", "5", "--rate-hold", "4",
+        "--records", str(records), "--stop-timeout", "10", "--sla", str(write(tmp_path, lenient, "lenient.yaml")),
+        "--sla-allow-conditional", env={**os.environ, "SLABENCH_TEST_BUSY_S": "0.08"},
+    )  # fmt: skip
+    status = json.loads((records.parent / "run_status.json").read_text())
+    assert status["saturated"] and status["incomplete_reasons"] == [], status  # the default policy's finding …
+    assert "measurement doubtful: saturated" in res.stderr and "(exit 4)" not in res.stderr, res.stderr[-3000:]
+    verdict = json.loads((records.parent / "verdict.json").read_text())
+    assert verdict["measurement"] == "complete" and res.returncode == 0, res.stderr[-3000:]  # … the contract's call
+
+
 def test_a_starved_simulator_makes_the_run_incomplete(simulator, tmp_path):
     url = simulator(*FAST)
     pid = simulator.procs[-1].pid
