@@ -57,17 +57,30 @@ def exit_for(run_dir: Path) -> int:
     return 4 if status.get("incomplete_reasons") or status.get("stalls") or status.get("saturated") else 0
 
 
-def machine_doubtful(run_dir: Path) -> bool:
-    """Whether the run in `run_dir` is doubtful only because of the machine: saturated or frozen, and nothing missing
-    (no lost worker, no request unsent, something answered). A test that needs a clean run accepts exit 4 for that
-    alone, never for a reason it does not expect."""
+def machine_doubtful(run_dir: Path, since: float = 0.0) -> bool:
+    """Whether the runs under `run_dir` (one run, a sweep, a scratch tree: those written since `since`) are doubtful
+    only because of the machine: their run_status.json say saturated or frozen, or their verdict's only incomplete
+    lines are saturation (with --sla, the contract's own measurement policy) — and none lacks anything (a lost
+    worker, requests not sent, nothing answered). A test that needs a clean run accepts exit 4 for that alone, never
+    for a reason it does not expect."""
     import json
 
-    status = _status(run_dir)
-    verdict = run_dir / "verdict.json"  # with --sla: the contract's own measurement policy judged the saturation
-    graded = json.loads(verdict.read_text()).get("incomplete", []) if verdict.is_file() else []
-    machine = status.get("saturated") or status.get("stalls") or graded
-    return bool(machine) and not status.get("incomplete_reasons") and all("saturated: " in r for r in graded)
+    fresh = [p for p in run_dir.rglob("*.json") if p.name in ("run_status.json", "verdict.json")]
+    fresh = [p for p in fresh if p.stat().st_mtime >= since]
+    statuses = [json.loads(p.read_text()) for p in fresh if p.name == "run_status.json"]
+    graded = [r for p in fresh if p.name == "verdict.json" for r in json.loads(p.read_text()).get("incomplete", [])]
+    machine = any(s.get("saturated") or s.get("stalls") for s in statuses) or graded
+    missing = any(s.get("incomplete_reasons") for s in statuses) or not all("saturated: " in r for r in graded)
+    return bool(machine) and not missing
+
+
+def pass_or_doubtful(code: int, verdict: dict) -> str:
+    """The verdict a contract every check of which the run meets owes: PASS, or — on a run a busy machine made
+    doubtful (exit 4) — CONDITIONAL with no check failed: the measurement is incomplete, never a PASS."""
+    if code != 4:
+        return "PASS"
+    assert verdict["measurement"] == "incomplete" and all(c["status"] != "FAIL" for c in verdict["checks"]), verdict
+    return "CONDITIONAL"
 
 
 def assert_exit(code: int, run_dir: Path, *expected: int, output: str = "") -> None:

@@ -14,7 +14,6 @@ measurement incomplete: a busy machine's simulator runs late) and never 3 (bad i
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -30,6 +29,7 @@ import boto3
 import pytest
 import yaml
 
+from tests.locust_run import machine_doubtful
 from tests.moto_server import MotoServer
 from tests.platform_helpers import get_helm
 from tests.ports import free_port
@@ -462,7 +462,7 @@ def test_documented_command_runs(cmd: Command, scratch: Scratch):
     if how is not None and how.known_bug is not None and p.returncode == 4:
         pytest.xfail(how.known_bug)
     ok = how.ok if how else frozenset({0})
-    if p.returncode == 4 and _only_the_machine(scratch.root, started):
+    if p.returncode == 4 and machine_doubtful(scratch.root, started):
         ok = ok | {4}  # a busy machine saturated or froze the load generator, and the run said so (as documented)
     assert p.returncode in ok, (
         f"{cmd.where}: `{text}` exited {p.returncode} (expected {sorted(ok)})\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
@@ -477,20 +477,6 @@ def test_documented_command_runs(cmd: Command, scratch: Scratch):
         (run,) = made
         assert (run / "verdict.json").is_file()
         scratch.run = str(run.relative_to(scratch.root))
-
-
-def _only_the_machine(root: Path, since: float) -> bool:
-    """Whether the runs written since `since` are doubtful only because of the machine: their run_status.json says
-    saturated (the default measurement policy) or frozen, or their verdict's only incomplete lines are saturation
-    (the contract's policy) — and none lacks anything (a lost worker, requests not sent, nothing answered)."""
-    fresh = [
-        p for p in root.rglob("*.json") if p.name in ("run_status.json", "verdict.json") and p.stat().st_mtime >= since
-    ]
-    statuses = [json.loads(p.read_text()) for p in fresh if p.name == "run_status.json"]
-    graded = [r for p in fresh if p.name == "verdict.json" for r in json.loads(p.read_text()).get("incomplete", [])]
-    machine = any(s.get("saturated") or s.get("stalls") for s in statuses) or graded
-    missing = any(s.get("incomplete_reasons") for s in statuses) or not all("saturated: " in r for r in graded)
-    return bool(machine) and not missing
 
 
 def _serve(text: str, env: dict[str, str], cwd: Path) -> None:
