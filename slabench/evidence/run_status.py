@@ -8,7 +8,8 @@ Two kinds of evidence come out of a run directory, kept apart on purpose:
 - `saturation_figures`: how saturated the machine was, as measured numbers. The SLA contract's `measurement` policy
   judges them at grading time (`saturation_reasons`), because how much starvation a measurement tolerates is the
   contract's call.
-A run with any reason never PASSes and exits 4 (`ExitCode.INCOMPLETE`).
+A run with any reason never PASSes and exits 4 (`ExitCode.INCOMPLETE`); so does a plain run (no contract) whose
+load generator was frozen (`stalls`) or that the default policy finds saturated (`saturated`).
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ class RunStatus(BaseModel):
     run_id: str = ""
     records: int | None = None  # None: a file of before the count was written
     outcomes: dict[str, int] = Field(default_factory=dict)
-    degraded: bool = False
+    degraded: bool = False  # whatever makes the run exit 4: a reason below, `saturated`, `stalls`
     incomplete_reasons: list[str] | None = None  # the Locust process's own account (slabench.evidence.accounting)
     accounting: dict[str, Any] | None = None  # the records against the server's request counter
     stopped: str | None = None  # why the run was stopped early (e.g. every request refused), None when it was not

@@ -495,9 +495,11 @@ class RecordHub:
         accounting = self.status.accounting or {}
         if accounting.get("server_received") is not None:
             log.info("slabench: server: %s", accounting["note"])
-        # What the run lacks (lost workers, requests not sent, nothing answered) and a load generator frozen mid-run
-        # (its requests then left the latency figures) make it incomplete: exit 4. Saturation by the default policy
-        # is said in run_status.json and here; with --sla the contract's policy judges it and the verdict carries it.
+        # What the run lacks (lost workers, requests not sent, nothing answered), a load generator frozen mid-run
+        # (its requests then left the latency figures) and saturation by the default measurement policy (its
+        # latencies measure the machine) make it incomplete: exit 4, as run_status.json says. With --sla the
+        # contract's policy judges saturation anew (and the verdict leaves stalled requests out): the verdict's code
+        # is the run's (slabench.locust.sla), so only what the run lacks is said here to make it exit 4.
         frozen = []
         if self.status.stalls:
             worst = max(self.status.stalls, key=lambda st: st.seconds)
@@ -507,10 +509,13 @@ class RecordHub:
                 f"{worst.worker}): the requests in flight then are left out of the latency figures"
             )
             log.warning("slabench: %s", frozen[0])
+        graded = getattr(self.env, "slabench_sla", None) is not None  # --sla: the contract's policy judges these
         for reason in self.status.saturated:
-            log.warning("slabench: measurement doubtful: %s", reason)
+            judged = " (the contract's measurement policy judges it)" if graded else ""
+            log.warning("slabench: measurement doubtful: %s%s", reason, judged)
         own = [r for r in self.status.reasons() if not (self.stop_reason and self.stop_reason in r)]
-        reasons = [*own, *frozen]
+        doubtful = [] if graded else [*frozen, *(f"measurement doubtful: {r}" for r in self.status.saturated)]
+        reasons = [*own, *doubtful]
         if reasons:
             log.error("slabench: the run is incomplete (exit %d): %s", ExitCode.INCOMPLETE, "; ".join(reasons))
             if self.env.process_exit_code in (None, 0, 1, 2):
@@ -549,14 +554,15 @@ class RecordHub:
         )
         saturated = saturation_reasons(saturation, MeasurementPolicy())
         starvation = intake.starvation if intake else {self.worker_id: self.saturation.starvation.read()}
+        stalls = [Stall(worker=w, start=a, end=b) for w, s in starvation.items() for a, b in s.stalls]
         status = RunStatus(
             **facts,
             incomplete_reasons=reasons,
-            degraded=bool(reasons or saturated),
+            degraded=bool(reasons or saturated or stalls),  # whatever makes the run exit 4
             stopped=self.stop_reason,
             saturation=saturation,
             saturated=saturated,
-            stalls=[Stall(worker=w, start=a, end=b) for w, s in starvation.items() for a, b in s.stalls],
+            stalls=stalls,
             provenance=self._provenance_value(),
         )
         write_run_status(directory, status)

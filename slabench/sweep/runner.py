@@ -458,15 +458,16 @@ class SweepRunner:
 
 
 def _last_line(path: Path) -> str:
-    """The line that says why locust stopped: slabench's own stop line if there is one, else the last error line, else
-    the last line."""
+    """The line that says why locust stopped: slabench's own stop line if there is one, else its line saying why the
+    run is incomplete (exit 4: lost workers, saturation), else the last error line, else the last line."""
     try:
         lines = [x for x in path.read_text(encoding="utf-8", errors="replace").splitlines() if x.strip()]
     except OSError:
         return "no output"
-    stop = [x for x in lines if "slabench: stopping the run:" in x]
-    if stop:
-        return stop[-1].split("slabench: ", 1)[1].strip()
+    for said in ("slabench: stopping the run:", "slabench: the run is incomplete"):  # why it stopped, or exits 4
+        own = [x for x in lines if said in x]
+        if own:
+            return own[-1][own[-1].index(said) + len("slabench: ") :].strip()
     errors = [x for x in lines if "/ERROR/" in x or x.startswith("slabench")]
     return (errors or lines or ["no output"])[-1].strip()
 

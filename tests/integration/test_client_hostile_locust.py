@@ -23,7 +23,7 @@ from slabench.locust.plugin import LLMUser
 from slabench.locust.refusals import FAILURES_TO_STOP, REFUSALS_TO_STOP
 from tests.integration.test_client_hostile import CASES, KEY
 from tests.integration.test_shapes_dispatcher import ItemUser, environment, finish, items
-from tests.locust_run import ROOT, run_locust
+from tests.locust_run import ROOT, assert_exit, machine_doubtful, run_locust
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
 EXPECTED = {c.behaviour: c.expect for c in CASES}
@@ -92,7 +92,7 @@ def test_a_locust_run_against_every_hostile_behaviour(hostile_server, tmp_path):
         "--html",
         str(tmp_path / "report.html"),
     )
-    assert res.returncode in (0, 1), res.stderr[-3000:]  # 1: Locust's own exit code when requests failed
+    assert_exit(res.returncode, records_path.parent, 0, 1, output=res.stderr)  # 1: Locust's own, requests failed
     assert "Traceback" not in res.stderr
     records = read_records(records_path)
     rows = server.requests()
@@ -111,7 +111,8 @@ def test_a_locust_run_against_every_hostile_behaviour(hostile_server, tmp_path):
     assert not wrong
     assert len({first_row[r.request_id]["behaviour"] for r in records}) >= 25  # went round the mix
     status = json.loads((records_path.parent / "run_status.json").read_text())
-    assert status["records"] == len(records) and not status["degraded"] and status["stopped"] is None
+    assert status["records"] == len(records) and status["stopped"] is None and not status["incomplete_reasons"]
+    assert status["degraded"] == machine_doubtful(records_path.parent)  # degraded only by a busy machine
     # The key the server echoed back is in no file of the run and in no output.
     for path in tmp_path.rglob("*"):
         if path.is_file():
@@ -164,7 +165,8 @@ def test_refusals_after_a_success_do_not_stop_the_run(hostile_server, tmp_path):
     server = hostile_server(["ok", *["forbidden_403"] * 30])
     records = str(tmp_path / "r.jsonl")
     res = locust("--host", f"{server.url}/mix", "-u", "1", "-r", "1", "-t", "3s", "--records", records)
-    assert res.returncode == 1 and "stopping the run" not in res.stderr, res.stderr[-3000:]
+    assert_exit(res.returncode, tmp_path, 1, output=res.stderr)  # Locust's own 1: requests failed
+    assert "stopping the run" not in res.stderr, res.stderr[-3000:]
 
 
 def test_a_closed_loop_backs_off_on_retry_after(hostile_server, tmp_path):
@@ -175,7 +177,7 @@ def test_a_closed_loop_backs_off_on_retry_after(hostile_server, tmp_path):
     res = locust(
         "--host", f"{server.url}/rate_limited_429", "-u", "2", "-r", "2", "-t", "4s", "--records", str(records_path)
     )
-    assert res.returncode == 1, res.stderr[-3000:]
+    assert_exit(res.returncode, records_path.parent, 1, output=res.stderr)
     records = read_records(records_path)
     assert_joined(records, server.requests())
     answered = [r for r in records if r.outcome != "dropped"]  # not those cancelled in flight at the stop

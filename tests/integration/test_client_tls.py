@@ -86,7 +86,7 @@ def test_a_tls_stream_that_stalls_is_a_stall(server):
 
 def test_a_locust_run_reaches_a_self_signed_server_with_insecure_only(server, tmp_path):
     from slabench.core.sinks import read_records
-    from tests.locust_run import ROOT, run_locust
+    from tests.locust_run import ROOT, assert_exit, run_locust
 
     def run(name: str, *extra: str):
         records = tmp_path / name / "records.jsonl"
@@ -97,7 +97,7 @@ def test_a_locust_run_reaches_a_self_signed_server_with_insecure_only(server, tm
         return res, list(read_records(records)) if records.exists() else []
 
     res, records = run("insecure", "--insecure")
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, tmp_path / "insecure", 0, output=res.stderr)
     answered = [r for r in records if r.outcome == "ok"]
     assert answered and all(r.outcome == "ok" or r.error_category == "cancelled" for r in records)
     res, records = run("verified")

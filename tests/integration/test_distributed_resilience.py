@@ -276,10 +276,10 @@ def test_a_clean_run_leaves_no_spool_and_matches_the_servers_count(simulator, tm
         for w in workers:
             w.kill()
             w.wait()
-    assert master.returncode == exit_for(tmp_path), err[-3000:]  # 0, or 4 when a busy machine saturated it
+    assert master.returncode == exit_for(tmp_path), err[-3000:]  # 0, or 4 when a busy machine saturated or froze it
     assert not list(spool.rglob("*.jsonl"))
     status = status_of(tmp_path)
-    assert status["degraded"] == bool(status["saturated"]) and status["incomplete_reasons"] == []
+    assert status["degraded"] == bool(status["saturated"] or status["stalls"]) and status["incomplete_reasons"] == []
     assert status["accounting"]["unrecorded"] == 0
     assert status["accounting"]["server_received"] == scrape(url)[RECEIVED]
     sat = status["saturation"]  # each worker's event-loop figures came with its final batch

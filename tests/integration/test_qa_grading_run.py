@@ -7,7 +7,7 @@ import pytest
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
 from slabench.workload import load_settings
-from tests.locust_run import ROOT, run_locust, scrape
+from tests.locust_run import ROOT, assert_exit, run_locust, scrape
 
 
 def test_measured_item_accuracy_matches_the_simulated_models(tmp_path):
@@ -34,7 +34,7 @@ def test_measured_item_accuracy_matches_the_simulated_models(tmp_path):
         "--records",
         str(records_path),
     )
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = read_records(records_path)
     assert len(records) > 40 and all(r.outcome is Outcome.OK for r in records)
     assert all(r.parse_ok and r.quality_task == "verbose" and r.account for r in records)
@@ -80,7 +80,7 @@ def test_terse_task_and_an_unparseable_answer_is_a_quality_failure_not_an_error(
         "--model",
         "slabench-sim",
     )
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = read_records(records_path)
     # The standalone simulator grades too (default accuracy 0.9): its answers parse.
     assert records and all(r.outcome is Outcome.OK and r.parse_ok for r in records)
@@ -96,7 +96,7 @@ def test_arrivals_that_name_no_call_grade_golden_calls_drawn_by_their_index(tmp_
     """A rate shape's arrivals carry no account or seed: each gets a golden call, the same one on any worker."""
     records_path = tmp_path / "r.jsonl"
     res = run_locust("-f", QA_RATE, "--rate-rps", "4", "--rate-hold", "3", *FAST_SIM, "--records", str(records_path))
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = read_records(records_path)
     assert len(records) >= 4 and all(r.outcome is Outcome.OK and r.parse_ok for r in records)
     assert all(r.account in load_settings().accounts and r.scheduled is not None for r in records)

@@ -15,7 +15,7 @@ import urllib.request
 
 from slabench.core.sinks import open_sink, read_records
 from tests.integration.test_shapes_webui import get_json, wait_state
-from tests.locust_run import ROOT, run_locust, scrape
+from tests.locust_run import ROOT, assert_exit, run_locust, scrape
 from tests.ports import free_port
 from tests.sla_helpers import record, write
 
@@ -66,7 +66,7 @@ def test_append_adds_the_run_and_grading_both_as_one_needs_merge_runs(simulator,
     path = tmp_path / "records.jsonl"
     earlier_run(path)
     res = locust(url, path, "--append", "--run-id", "second")
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, path.parent, 0, output=res.stderr)
     assert {r.run_id for r in read_records(path)} == {"earlier", "second"}
 
     # locust --sla over an appended file: refused at the start (before the load), unless merging is asked for
@@ -77,7 +77,7 @@ def test_append_adds_the_run_and_grading_both_as_one_needs_merge_runs(simulator,
     assert "--sla-merge-runs" in res.stderr and "Traceback" not in res.stderr
     assert scrape(url)["slabench_sim_requests_received_total"] == sent
     res = locust(url, path, "--append", "--run-id", "third", "--sla", str(sla), "--sla-merge-runs")
-    assert res.returncode == 1, res.stderr[-2000:]  # graded as one: CONDITIONAL, 17 requests are too few for a p95
+    assert_exit(res.returncode, path.parent, 1, output=res.stderr)  # as one: CONDITIONAL, 17 are too few for a p95
     assert {r.run_id for r in read_records(path)} == {"earlier", "second", "third"}, res.stderr[-3000:]
     verdict = json.loads((tmp_path / "verdict.json").read_text())
     assert verdict["checks"][0]["samples"] == sum(r.outcome == "ok" for r in read_records(path))
@@ -89,7 +89,7 @@ def test_append_adds_the_run_and_grading_both_as_one_needs_merge_runs(simulator,
     assert "holds 3 runs (earlier, second, third)" in out.stderr and "--merge-runs" in out.stderr
     assert out.stderr.count("\n") == 1
     out = subprocess.run([*grade, "--merge-runs"], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert out.returncode == 1, out.stderr  # graded as one run: CONDITIONAL on its 17 requests, not refused
+    assert_exit(out.returncode, path.parent, 1, output=out.stderr)  # as one run: CONDITIONAL on its 17, not refused
 
 
 def post(url: str, form: dict) -> dict:

@@ -16,7 +16,7 @@ from slabench.analysis.figures import metric_values
 from slabench.core import metrics
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
-from tests.locust_run import ROOT, run_locust
+from tests.locust_run import ROOT, assert_exit, run_locust
 
 WITH_STOP = f"{ROOT / 'locustfiles' / 'chat_replay.py'},slabench/sweep/locust_stage.py"
 TOKENS = 12
@@ -49,7 +49,7 @@ def run(tmp_path, endpoint: str, *extra: str):
         str(records_path),
         *extra,
     )
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = [r for r in read_records(records_path) if r.outcome is not Outcome.DROPPED]
     assert len(records) >= 8
     return records_path, records
@@ -72,7 +72,7 @@ def grade(tmp_path, records_path, target: str) -> dict:
     )
     argv = [sys.executable, "-m", "slabench", "grade", str(records_path), "--sla", str(sla), "--no-write", "--json"]
     out = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert out.returncode in (0, 1, 4), out.stderr  # PASS, CONDITIONAL (one short run), 4 (a starved simulator)
+    assert_exit(out.returncode, records_path.parent, 0, 1, output=out.stderr)  # PASS, CONDITIONAL (one short run)
     return json.loads(out.stdout)
 
 

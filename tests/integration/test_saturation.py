@@ -6,6 +6,7 @@ process exits 4 — though no check fails."""
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import time
 import psutil
 import pytest
 
-from tests.locust_run import run_locust
+from tests.locust_run import exit_for, run_locust
 from tests.sla_helpers import write
 
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "10")
@@ -51,6 +52,46 @@ def test_an_open_loop_run_whose_sends_went_late_is_incomplete_not_a_pass(simulat
     assert verdict["verdict"] == "CONDITIONAL" and verdict["measurement"] == "incomplete"  # … the run does not
     assert any("saturated" in r and "after their schedule" in r for r in verdict["incomplete"])
     assert "measurement doubtful: saturated" in res.stderr
+
+
+def test_a_saturated_plain_run_exits_4_and_says_why_in_run_status(simulator, tmp_path):
+    """Without a contract the default measurement policy judges: what the run logs about itself (measurement
+    doubtful: saturated), it says in run_status.json and its exit code. Each answer's grading holds the event loop
+    0.08 s — too short to be a stall (a frozen process, 0.25 s), enough to have it late a third of the run."""
+    url = simulator(*FAST)
+    records = tmp_path / "run" / "records.jsonl"
+    env = {**os.environ, "SLABENCH_TEST_BUSY_S": "0.08"}
+    res = run_locust(
+        "-f", "tests/busy_grader_user.py,shapes/rate.py", "--host", url, "--rate-rps", "5", "--rate-hold", "4",
+        "--records", str(records), "--stop-timeout", "10", env=env,
+    )  # fmt: skip
+    assert res.returncode == 4, res.stderr[-3000:]
+    assert re.search(r"the run is incomplete \(exit 4\):.*measurement doubtful: saturated", res.stderr), res.stderr
+    status = json.loads((records.parent / "run_status.json").read_text())
+    assert status["degraded"] is True and status["incomplete_reasons"] == [], status  # nothing is missing …
+    assert any("event loop" in r and "ran late" in r for r in status["saturated"]), status  # … the machine was slow
+
+
+def test_with_a_contract_its_own_measurement_policy_judges_the_saturation(simulator, tmp_path):
+    """The same saturated run under --sla with a contract that tolerates any saturation: the default policy's
+    finding stays in run_status.json and the log, but the verdict's code is the run's — never a line saying exit 4
+    for a run that exits 0."""
+    url = simulator(*FAST)
+    records = tmp_path / "run" / "records.jsonl"
+    lenient = contract(tmp_path, "request_rate_rps: 5").read_text() + (
+        "measurement: {max_cpu_samples_over_90: 1000, max_late_send_share: 1, max_loop_late_share: 1, "
+        "max_simulator_late_share: 1000}\n"
+    )
+    res = run_locust(
+        "-f", "tests/busy_grader_user.py,shapes/rate.py", "--host", url, "--rate-rps", "5", "--rate-hold", "4",
+        "--records", str(records), "--stop-timeout", "10", "--sla", str(write(tmp_path, lenient, "lenient.yaml")),
+        "--sla-allow-conditional", env={**os.environ, "SLABENCH_TEST_BUSY_S": "0.08"},
+    )  # fmt: skip
+    status = json.loads((records.parent / "run_status.json").read_text())
+    assert status["saturated"] and status["incomplete_reasons"] == [], status  # the default policy's finding …
+    assert "measurement doubtful: saturated" in res.stderr and "(exit 4)" not in res.stderr, res.stderr[-3000:]
+    verdict = json.loads((records.parent / "verdict.json").read_text())
+    assert verdict["measurement"] == "complete" and res.returncode == 0, res.stderr[-3000:]  # … the contract's call
 
 
 def test_a_starved_simulator_makes_the_run_incomplete(simulator, tmp_path):
@@ -177,7 +218,7 @@ def test_a_runs_event_loop_is_measured(simulator, tmp_path):
     )  # fmt: skip
     status = json.loads((records.parent / "run_status.json").read_text())
     sat = status["saturation"]
-    assert res.returncode == (4 if status["saturated"] else 0), res.stderr[-3000:]  # what it says, it exits with
+    assert res.returncode == exit_for(records.parent), res.stderr[-3000:]  # what it says, it exits with
     assert sat["loop_span_s"] >= 3 and 0 <= sat["loop_late_s"] <= sat["loop_span_s"], sat
     if os.path.exists("/proc/self/schedstat"):
         assert sat["cpu_wait_runs"] > 0 and 0 <= sat["cpu_wait_s"] <= sat["loop_span_s"], sat

@@ -15,7 +15,7 @@ from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
 from slabench.evidence import crosscheck
 from slabench.evidence.scrape import COUNTERS, FILE_NAME, read_scrapes
-from tests.locust_run import ROOT, run_locust, scrape
+from tests.locust_run import ROOT, assert_exit, run_locust, scrape
 from tests.ports import free_port
 
 FAST = ("--ttft", "0.03", "--itl", "0.003", "--output-tokens", "24")
@@ -79,7 +79,7 @@ def assert_series_sound(scrapes: list[dict], run_id: str, gauges: set[str]) -> N
 def test_local_run_scrapes_before_during_and_after(simulator, tmp_path):
     url = simulator(*PROFILE)
     res, records_path = run(tmp_path, url, "--server-metrics-interval", "0.5")
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = read_records(records_path)
     assert records and all(r.outcome is Outcome.OK for r in records)
     scrapes = read_scrapes(records_path.parent / FILE_NAME)
@@ -119,7 +119,7 @@ def test_distributed_run_scrapes_once_on_the_master(simulator, tmp_path):
         "--server-metrics-interval",
         "0.5",
     )
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = read_records(records_path)
     assert len({r.worker_id for r in records}) == 2
     # One poller (the master's): one summary line, one run id, tokens that add up across both workers.
@@ -134,7 +134,7 @@ def test_distributed_run_scrapes_once_on_the_master(simulator, tmp_path):
 def test_missing_metrics_is_one_warning_and_the_run_goes_on(simulator, tmp_path):
     url = simulator(*FAST)
     res, records_path = run(tmp_path, url, "--server-metrics", f"{url}/no-metrics-here", seconds="2s")
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     assert read_records(records_path)
     warnings = [line for line in res.stderr.splitlines() if "no server metrics from" in line]
     assert len(warnings) == 1 and "HTTP 404" in warnings[0], res.stderr[-2000:]
@@ -146,7 +146,7 @@ def test_unreachable_metrics_host_warns_once(tmp_path):
     res, records_path = run(
         tmp_path, "", "--server-metrics", "http://127.0.0.1:9/metrics", "--server-metrics-interval", "0.2"
     )
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     assert read_records(records_path)
     warnings = [line for line in res.stderr.splitlines() if "no server metrics from" in line]
     assert len(warnings) == 1 and "retrying" in warnings[0]
@@ -156,7 +156,7 @@ def test_unreachable_metrics_host_warns_once(tmp_path):
 def test_scraping_can_be_turned_off(simulator, tmp_path):
     url = simulator(*FAST)
     res, records_path = run(tmp_path, url, "--server-metrics", "off", seconds="2s")
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     assert read_records(records_path)
     assert not (records_path.parent / FILE_NAME).exists()
     assert "server metrics" not in res.stderr

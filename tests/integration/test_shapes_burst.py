@@ -18,7 +18,7 @@ from slabench.core import metrics
 from slabench.core.record import ErrorCategory, Outcome
 from slabench.core.sinks import read_records
 from slabench.locust.openloop import lateness_summary
-from tests.locust_run import ROOT, run_locust, scrape
+from tests.locust_run import ROOT, assert_exit, run_locust, scrape
 from tests.ports import free_port
 
 FILES = "locustfiles/chat_replay.py,shapes/burst.py"
@@ -74,7 +74,7 @@ def test_time_scaled_burst_on_two_workers_sends_every_item_once(simulator, tmp_p
         str(records_path),
         timeout=180,
     )
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = read_records(records_path)
     expected = {f"queue-{i:05d}": off / 20 for i, off in rows[::20]}  # every 20th item, 20× faster
     assert len(expected) == 1000
@@ -141,7 +141,7 @@ def test_an_in_flight_cap_that_binds_shows_as_lateness(simulator, tmp_path):
         "--records",
         str(records_path),
     )
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = sorted(read_records(records_path), key=lambda r: r.scheduled)
     assert len(records) == 20 and all(r.outcome is Outcome.OK for r in records)
     # never more than 2 requests in flight
@@ -211,7 +211,7 @@ def test_a_user_builds_each_queue_item_ahead_of_its_due_time(simulator, tmp_path
         "--records",
         str(records_path),
     )
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = read_records(records_path)
     assert Counter(r.item_id for r in records) == Counter(f"queue-{i:05d}" for i, _ in rows[::50])
     assert all(r.outcome is Outcome.OK for r in records)

@@ -15,7 +15,7 @@ from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
 from slabench.shapes.schedules import OFFICE_DAY, Diurnal, rate_arrivals, step_plan
 from tests.integration.test_shapes_burst import processes, small_queue
-from tests.locust_run import ROOT, exit_for, run_locust, scrape
+from tests.locust_run import ROOT, assert_exit, exit_for, run_locust, scrape
 
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "16")
 STEPS, BURST = "locustfiles/chat_replay.py,shapes/steps.py", "locustfiles/chat_replay.py,shapes/burst.py"
@@ -108,7 +108,7 @@ def test_rate_steps_send_the_seeded_arrivals_at_their_times(simulator, tmp_path)
         "--records",
         str(records_path),
     )
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = read_records(records_path)
     plan = step_plan([10.0, 40.0], warmup=0.5, hold=1.5)
     arrivals = rate_arrivals(plan, 0.5, seed=11)
@@ -145,7 +145,7 @@ def test_a_compressed_diurnal_day_follows_its_curve(simulator, tmp_path):
         "--records",
         str(records_path),
     )
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = read_records(records_path)
     day = Diurnal(curve=OFFICE_DAY, peak_rps=60, day_s=3)
     arrivals = day.arrivals(1.0, seed=4)

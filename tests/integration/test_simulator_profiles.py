@@ -2,7 +2,7 @@
 
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
-from tests.locust_run import ROOT, run_locust, scrape
+from tests.locust_run import ROOT, assert_exit, run_locust, scrape
 
 
 def test_profile_engine_metrics_agree_with_records(simulator, tmp_path):
@@ -28,7 +28,7 @@ def test_profile_engine_metrics_agree_with_records(simulator, tmp_path):
         "--records",
         str(records_path),
     )
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = read_records(records_path)
     assert records and all(r.outcome is Outcome.OK for r in records)
     m = scrape(url)

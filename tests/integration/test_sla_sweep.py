@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from slabench.core.sinks import read_records
-from tests.locust_run import ROOT
+from tests.locust_run import ROOT, assert_exit, pass_or_doubtful
 from tests.sla_helpers import slabench_cli, write
 
 aggregate_runs = pytest.importorskip("slabench.analysis.aggregate", reason="needs the aggregator (issue 5)")
@@ -58,15 +58,18 @@ def grade(monkeypatch, *argv):
 
 def test_grading_a_sweep_passes_and_fails_with_exit_codes(sweep_dir, tmp_path, monkeypatch):
     assert not (sweep_dir / "summary.json").exists()
-    assert grade(monkeypatch, sweep_dir, "--sla", write(tmp_path, PASSES)) == 0
+    code = grade(monkeypatch, sweep_dir, "--sla", write(tmp_path, PASSES))
+    assert_exit(code, sweep_dir, 0)  # 4 only when a busy machine saturated a run, as the verdict says
     v = json.loads((sweep_dir / "verdict.json").read_text())
-    assert v["verdict"] == "PASS" and v["single_run"] is False and v["source"].endswith("(aggregated)")
+    assert (
+        v["verdict"] == pass_or_doubtful(code, v) and v["single_run"] is False and v["source"].endswith("(aggregated)")
+    )
     assert all(c["n"] == 2 and c["ci95_high"] is not None for c in v["checks"])
     assert "95% CI" in v["checks"][0]["reason"] and "single run" not in json.dumps(v["checks"])
     assert [lv["level"] for lv in v["levels"]] == ["concurrency 2", "concurrency 4"]
     assert v["capacity"]["highest_passing"] == "concurrency 4" and v["capacity"]["replicas_needed"] >= 1
 
-    assert grade(monkeypatch, sweep_dir, "--sla", write(tmp_path, FAILS)) == 2
+    assert_exit(grade(monkeypatch, sweep_dir, "--sla", write(tmp_path, FAILS)), sweep_dir, 2)
     v = json.loads((sweep_dir / "verdict.json").read_text())
     assert v["verdict"] == "FAIL" and v["checks"][0]["status"] == "FAIL"
     assert v["capacity"]["highest_passing"] is None
@@ -130,9 +133,11 @@ def test_sweep_with_sla_grades_at_the_end(tmp_path):
         ]
         return subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=ROOT).returncode
 
-    assert sweep(PASSES, "pass") == 0
-    assert json.loads((tmp_path / "runs" / "pass" / "verdict.json").read_text())["verdict"] == "PASS"
-    assert sweep(FAILS, "fail") == 2
+    code = sweep(PASSES, "pass")
+    assert_exit(code, tmp_path / "runs" / "pass", 0)
+    verdict = json.loads((tmp_path / "runs" / "pass" / "verdict.json").read_text())
+    assert verdict["verdict"] == pass_or_doubtful(code, verdict)
+    assert_exit(sweep(FAILS, "fail"), tmp_path / "runs" / "fail", 2)
     bad = PASSES.replace("ttft_p95_s:", "ttft_p59_s:")
     assert sweep(bad, "bad") == 3
     assert not (tmp_path / "runs" / "bad").exists()  # a bad contract sends no load

@@ -12,7 +12,7 @@ from pathlib import Path
 from slabench.core.queue import read_queue_file
 from slabench.core.sinks import read_records
 from tests.integration.test_plan_cli import files, slabench
-from tests.locust_run import run_locust, scrape
+from tests.locust_run import assert_exit, run_locust, scrape
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 
@@ -26,7 +26,7 @@ def test_a_mooncake_trace_replays_its_lengths_and_shared_prefixes(simulator, tmp
         "-f", "locustfiles/chat_replay.py,shapes/burst.py", "--host", url, "--burst-queue", str(trace),
         "--ignore-eos", "--records", str(records_path), timeout=120,
     )  # fmt: skip
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     assert "8 of 8 queued requests from" in res.stderr
     records = read_records(records_path)
     assert Counter(r.item_id for r in records) == Counter(rows.keys())  # each row once

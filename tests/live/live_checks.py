@@ -15,7 +15,7 @@ from slabench.core.sinks import read_records
 from slabench.evidence import crosscheck
 from slabench.evidence.scrape import COUNTERS, GAUGES, read_scrapes
 from tests.live.vllm_server import MODEL_NAME, VllmServer
-from tests.locust_run import run_locust, scrape
+from tests.locust_run import assert_exit, run_locust, scrape
 
 LOCUSTFILE = "tests/live/fixed_count_locustfile.py"
 # How far the client's mean TTFT/E2E may sit above vLLM's own (its clock starts after the HTTP request was read and
@@ -57,7 +57,7 @@ def run_fixed(vllm: VllmServer, tmp_path: Path, user: str, users: int, requests:
         timeout=900,
     )
     after = scrape(vllm.url)
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)  # 4: vLLM beside it saturated the machine
     return LiveRun(list(read_records(records_path)), read_scrapes(records_path.parent), before, after, res.stderr)
 
 
