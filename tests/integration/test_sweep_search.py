@@ -17,9 +17,9 @@ SWEEP = """\
 name: search
 simulator: {profile: l4, model_profile: llama-3.2-3b, max_num_seqs: 2, stream_interval: 4}
 locust_options: {max-tokens: 24, prompt-tokens: 64, ignore-eos: true}
-levels: [1, 8]
+levels: [1, 6]
 repeats: 2
-run: {requests: 40, max_duration_s: 60}
+run: {requests: 30, max_duration_s: 60}
 analysis: {report: false}
 """
 
@@ -44,8 +44,8 @@ def test_search_bisects_to_the_highest_passing_level(tmp_path):
     found = json.loads((tmp_path / "runs" / "s" / "search.json").read_text())
     steps = found["steps"]
     levels = [s["level"] for s in steps]
-    assert levels[:2] == [1, 8] and len(set(levels)) == len(levels)
-    assert len(levels) <= 2 + math.ceil(math.log2((8 - 1) / 2))  # bisection, not a grid
+    assert levels[:2] == [1, 6] and len(set(levels)) == len(levels)
+    assert len(levels) <= 2 + math.ceil(math.log2((6 - 1) / 2))  # bisection, not a grid
     passed = [s["level"] for s in steps if s["status"] == "PASS"]
     failed = [s["level"] for s in steps if s["status"] != "PASS"]
     assert passed and failed and max(passed) < min(failed)  # one boundary
@@ -57,4 +57,4 @@ def test_search_bisects_to_the_highest_passing_level(tmp_path):
     verdict = json.loads((tmp_path / "runs" / "s" / "verdict.json").read_text())
     assert verdict["graded_level"] == "concurrency 6"
     tested = {lv["level"] for lv in verdict["levels"]}
-    assert tested == {f"concurrency {n}" for n in [*levels, 6]}
+    assert tested == {f"concurrency {n}" for n in levels}  # the contract's load was one of the searched levels
