@@ -1,12 +1,12 @@
 """Requests per second per closed-loop user against a server that fails every request, before and after backoff.
 
-Starts `tests/hostile_server.py` (its own process) and, for each failing behaviour, runs `--users` closed-loop users
-(greenlets in this process, each with its own `StreamingClient`, sending back to back as `LLMUser.request` does) for
-`--seconds`, twice: with the wait rule of the parent commit ("before": only 429/503 waited, for their Retry-After
-as given — 0 or a past date meant no wait — or 0.5·2^(n-1) s without one; 1 s after a connect or closed error;
-every other failure, none) and with `slabench.locust.backoff.Backoff` ("after": every failure class, bounded
-exponential backoff with jitter, Retry-After as a floor). It prints the POSTs per second per user the server
-received (a redirect's hops included) and the bound the backoff guarantees over the same time.
+Starts `tests/servers/hostile_server.py` (its own process) and, for each failing behaviour, runs `--users` closed-loop
+users (greenlets in this process, each with its own `StreamingClient`, sending back to back as `LLMUser.request` does)
+for `--seconds`, twice: with the wait rule of the parent commit ("before": only 429/503 waited, for their Retry-After
+as given — 0 or a past date meant no wait — or 0.5·2^(n-1) s without one; 1 s after a connect or closed error; every
+other failure, none) and with `slabench.locust.backoff.Backoff` ("after": every failure class, bounded exponential
+backoff with jitter, Retry-After as a floor). It prints the POSTs per second per user the server received (a
+redirect's hops included) and the bound the backoff guarantees over the same time.
 
     python benchmarks/hostile_rate.py [--seconds 4] [--users 2] [--modes http_500,retry_after_zero,...]
 """
@@ -103,7 +103,9 @@ def main() -> None:
     a = ap.parse_args()
     log = Path(tempfile.mkdtemp(prefix="hostile-rate-")) / "server.jsonl"
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "hostile_server.py"), str(log)], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(ROOT / "tests" / "servers" / "hostile_server.py"), str(log)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert server.stdout is not None

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from slabench.core.sinks import read_records  # noqa: E402
-from tests.locust_run import scrape  # noqa: E402
+from tests.helpers.locust_run import scrape  # noqa: E402
 
 
 def main() -> None:

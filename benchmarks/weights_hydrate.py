@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from slabench.weights.hydrate import hydrate  # noqa: E402
 from slabench.weights.s3 import parse_s3_url, parse_size  # noqa: E402
-from tests.moto_server import MotoServer  # noqa: E402
+from tests.helpers.moto_server import MotoServer  # noqa: E402
 
 MB = 1_000_000
 

@@ -30,13 +30,15 @@ def _start(argv: list[str], first_line_prefix: str = "") -> tuple[subprocess.Pop
 
 @pytest.fixture
 def scripted_server(tmp_path: Path) -> Iterator[Callable[[dict], tuple[str, Callable[[], list[dict]]]]]:
-    """Start tests/scripted_sse_server.py with the given scripts; returns (base URL, read_log)."""
+    """Start tests/servers/scripted_sse_server.py with the given scripts; returns (base URL, read_log)."""
     procs = []
 
     def start(scripts: dict) -> tuple[str, Callable[[], list[dict]]]:
         spath, lpath = tmp_path / f"scripts{len(procs)}.json", tmp_path / f"log{len(procs)}.jsonl"
         spath.write_text(json.dumps(scripts))
-        proc, port = _start([sys.executable, str(ROOT / "tests" / "scripted_sse_server.py"), str(spath), str(lpath)])
+        proc, port = _start(
+            [sys.executable, str(ROOT / "tests" / "servers" / "scripted_sse_server.py"), str(spath), str(lpath)]
+        )
         procs.append(proc)
 
         def read_log() -> list[dict]:
@@ -72,11 +74,11 @@ def simulator() -> Iterator[Callable[..., str]]:
 
 
 class HostileServer:
-    """tests/hostile_server.py running in its own process: its URL and the requests it logged."""
+    """tests/servers/hostile_server.py running in its own process: its URL and the requests it logged."""
 
     def __init__(self, log: Path, mix: list[str] | None = None, tls: tuple[Path, Path] | None = None) -> None:
         self.log = log
-        argv = [sys.executable, str(ROOT / "tests" / "hostile_server.py"), str(log)]
+        argv = [sys.executable, str(ROOT / "tests" / "servers" / "hostile_server.py"), str(log)]
         if mix:
             argv += ["--mix", ",".join(mix)]
         if tls:
@@ -103,7 +105,7 @@ class HostileServer:
 
 @pytest.fixture
 def hostile_server(tmp_path: Path) -> Iterator[Callable[..., HostileServer]]:
-    """Start tests/hostile_server.py (optionally with a --mix of behaviours); returns a HostileServer."""
+    """Start tests/servers/hostile_server.py (optionally with a --mix of behaviours); returns a HostileServer."""
     servers: list[HostileServer] = []
 
     def start(mix: list[str] | None = None) -> HostileServer:

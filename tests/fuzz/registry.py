@@ -76,7 +76,7 @@ def records_within_boundary(records: list[Any], path: Path) -> None:
 def sample_records() -> list[Any]:
     """Closed-loop OK requests, an open-loop one, an error and a dropped one: each kind of row a run holds."""
     from slabench.core.record import ErrorCategory, Outcome
-    from tests.sla_helpers import record
+    from tests.helpers.sla_helpers import record
 
     rows = [record(i, sent=0.5 * i, stage_level=4, stage_phase="steady", stage_repeat=1) for i in range(6)]
     rows.append(record(6, sent=3.0, outcome=Outcome.ERROR).replace(http_status=503, retry_after=1.0))
@@ -223,7 +223,7 @@ def _recovered(result: tuple[int, str], path: Path) -> None:
 
 def _sweep_tree(folder: Path) -> Path:
     from slabench.core.schema import SWEEP
-    from tests.analysis_helpers import write_run
+    from tests.helpers.analysis_helpers import write_run
 
     root = folder / "sweep"
     for level in (1, 2):
@@ -451,7 +451,7 @@ def _prompts_hold(result: Any, path: Path) -> None:
 
 
 def _tokenizer(folder: Path) -> Path:
-    from tests.tokenizer_helpers import build_coarse_tokenizer
+    from tests.helpers.tokenizer_helpers import build_coarse_tokenizer
 
     (folder / "tok").mkdir()
     d = build_coarse_tokenizer(folder / "tok")
@@ -699,8 +699,8 @@ ENTRIES: list[Entry] = [
 # Modules that read, but nothing a user hands them: each with why it needs no fuzz entry. Keep this short.
 EXEMPT: dict[str, str] = {
     "slabench/core/files.py": "read_text itself: every entry above goes through it",
-    "slabench/core/client.py": "parses server responses, fuzzed by tests/hostile_server.py and the SSE tests",
-    "slabench/core/protocols.py": "the wire formats' events (server responses), fuzzed by tests/hostile_server.py",
+    "slabench/core/client.py": "parses server responses, fuzzed by tests/servers/hostile_server.py and the SSE tests",
+    "slabench/core/protocols.py": "the wire formats' events (server responses), fuzzed by the hostile server",
     "slabench/sim/server.py": "the simulator's request bodies: a test server, not a reader of user files",
     "slabench/sim/embedded.py": "reads the embedded simulator's own log and port file",
     "slabench/evidence/provenance.py": "server and Kubernetes API answers, each field optional and never graded",

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from slabench.commands.cli import main
-from tests.analysis_helpers import rec, write_run
-from tests.locust_run import ROOT, run_locust, scrape
-from tests.ports import free_port
+from tests.helpers.analysis_helpers import rec, write_run
+from tests.helpers.locust_run import ROOT, run_locust, scrape
+from tests.helpers.ports import free_port
 
 BINARY = bytes(range(256)) * 4  # NUL bytes, invalid UTF-8: what a wrong path (an image, a tarball) looks like
 CHAT = "locustfiles/chat_replay.py"

@@ -1,4 +1,4 @@
-"""The streaming client against a hostile server (tests/hostile_server.py): every request the server received is
+"""The streaming client against a hostile server (tests/servers/hostile_server.py): every request the server received is
 exactly one classified record (joined by X-Request-Id), whatever the server does, and the client goes on working.
 """
 
@@ -184,7 +184,7 @@ def send(client: StreamingClient, behaviour: str, endpoint: str = "chat", **extr
 
 
 def test_the_table_covers_every_behaviour_of_the_server():
-    from tests.hostile_server import BEHAVIOURS
+    from tests.servers.hostile_server import BEHAVIOURS
 
     assert len(CASES) >= 25
     covered = {c.behaviour for c in CASES} | {"timed", "echo_events", "closed_when_idle", "unasked_answer_while_idle"}

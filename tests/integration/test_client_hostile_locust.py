@@ -21,9 +21,9 @@ from slabench.locust.backoff import failed
 from slabench.locust.openloop import Dispatcher
 from slabench.locust.plugin import LLMUser
 from slabench.locust.refusals import FAILURES_TO_STOP, REFUSALS_TO_STOP
+from tests.helpers.locust_run import ROOT, assert_exit, machine_doubtful, run_locust
 from tests.integration.test_client_hostile import CASES, KEY
 from tests.integration.test_shapes_dispatcher import ItemUser, environment, finish, items
-from tests.locust_run import ROOT, assert_exit, machine_doubtful, run_locust
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
 EXPECTED = {c.behaviour: c.expect for c in CASES}

@@ -86,7 +86,7 @@ def test_a_tls_stream_that_stalls_is_a_stall(server):
 
 def test_a_locust_run_reaches_a_self_signed_server_with_insecure_only(server, tmp_path):
     from slabench.core.sinks import read_records
-    from tests.locust_run import ROOT, assert_exit, run_locust
+    from tests.helpers.locust_run import ROOT, assert_exit, run_locust
 
     def run(name: str, *extra: str):
         records = tmp_path / name / "records.jsonl"

@@ -14,11 +14,11 @@ import pytest
 
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
+from tests.helpers.locust_run import ROOT, scrape
+from tests.helpers.ports import free_port
 from tests.integration.test_shapes_burst import small_queue
-from tests.locust_run import ROOT, scrape
-from tests.ports import free_port
 
-USER = "tests/busy_grader_user.py"
+USER = "tests/locustfiles/busy_grader_user.py"
 
 
 @pytest.mark.parametrize(

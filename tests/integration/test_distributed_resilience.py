@@ -14,9 +14,9 @@ import psutil
 from slabench.core.record import ErrorCategory, Outcome
 from slabench.core.sinks import read_records
 from slabench.locust.spool import read_journal
+from tests.helpers.locust_run import ROOT, exit_for, scrape
+from tests.helpers.ports import free_port
 from tests.integration.test_shapes_burst import small_queue
-from tests.locust_run import ROOT, exit_for, scrape
-from tests.ports import free_port
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
 RECEIVED = "slabench_sim_requests_received_total"

@@ -29,11 +29,11 @@ import boto3
 import pytest
 import yaml
 
-from tests.locust_run import machine_doubtful
-from tests.moto_server import MotoServer
-from tests.platform_helpers import get_helm
-from tests.ports import free_port
-from tests.weights_helpers import write_model
+from tests.helpers.locust_run import machine_doubtful
+from tests.helpers.moto_server import MotoServer
+from tests.helpers.platform_helpers import get_helm
+from tests.helpers.ports import free_port
+from tests.helpers.weights_helpers import write_model
 
 pytestmark = pytest.mark.slow
 

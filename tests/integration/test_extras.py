@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.analysis_helpers import rec, write_run
+from tests.helpers.analysis_helpers import rec, write_run
 from tests.integration.test_plan_cli import files
 
 ROOT = Path(__file__).resolve().parents[2]

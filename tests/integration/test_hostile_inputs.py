@@ -25,10 +25,10 @@ from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
 from slabench.core.tokens import ChatTokenizer
 from slabench.locust.spool import Journal
-from tests.analysis_helpers import rec, write_run
-from tests.locust_run import ROOT, run_locust, scrape
-from tests.ports import free_port
-from tests.tokenizer_helpers import build_coarse_tokenizer
+from tests.helpers.analysis_helpers import rec, write_run
+from tests.helpers.locust_run import ROOT, run_locust, scrape
+from tests.helpers.ports import free_port
+from tests.helpers.tokenizer_helpers import build_coarse_tokenizer
 
 
 def one_line(err: str) -> str:

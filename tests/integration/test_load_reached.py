@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from tests.helpers.locust_run import run_locust
+from tests.helpers.sla_helpers import write
 from tests.integration.test_saturation import FAST, GENEROUS
-from tests.locust_run import run_locust
-from tests.sla_helpers import write
 
 
 @pytest.mark.parametrize(("spawn_rate", "run_time", "reached"), [("8", "3s", True), ("1", "5s", False)])

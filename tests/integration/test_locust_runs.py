@@ -15,7 +15,7 @@ import pytest
 from slabench.core.record import ErrorCategory, Outcome
 from slabench.core.sinks import read_records
 from slabench.sim.cli import EMBEDDED_NICE
-from tests.locust_run import ROOT, assert_exit, run_locust, scrape
+from tests.helpers.locust_run import ROOT, assert_exit, run_locust, scrape
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
 # A run that must make requests is bounded by a request count, not a short -t: on a busy machine a 1-second run may

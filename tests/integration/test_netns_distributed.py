@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")

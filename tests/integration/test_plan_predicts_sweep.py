@@ -16,7 +16,7 @@ import pytest
 
 from slabench.plan.calibrate import read_runs, simulate
 from slabench.sim.profiles import load_gpu_profile, load_model_profile
-from tests.locust_run import ROOT
+from tests.helpers.locust_run import ROOT
 
 GPU, MODEL, MAX_NUM_SEQS, STREAM_INTERVAL = "rtx-pro-6000", "llama-3.2-3b", 8, 4
 

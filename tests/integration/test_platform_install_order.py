@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.platform_fake_kube import FakeKube, crd_manifest
-from tests.platform_helpers import ROOT, get_helm
+from tests.helpers.platform_fake_kube import FakeKube, crd_manifest
+from tests.helpers.platform_helpers import ROOT, get_helm
 
 SCRIPT = ROOT / "scripts" / "eks" / "install-platform.sh"
 SUITE_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/slabench/suite:0.1.0"

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from slabench.fleet.miggate import Decision, GateSpec, decide
-from tests.platform_fake_kube import FakeKube
-from tests.platform_helpers import ROOT
+from tests.helpers.platform_fake_kube import FakeKube
+from tests.helpers.platform_helpers import ROOT
 
 SPEC = GateSpec(pool="gpu-g7e-mig", taint="slabench.io/mig-pending", profile="2g.48gb", slices=2, failed_after_s=1200)
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from slabench.evidence import provenance
-from tests.platform_fake_kube import FakeKube
-from tests.platform_helpers import ROOT
+from tests.helpers.platform_fake_kube import FakeKube
+from tests.helpers.platform_helpers import ROOT
 
 REV = "3aed33c3d2bfa212a137f6c855d79b5426862b24"
 ROOT_PATH = f"/models/RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8/{REV}"
@@ -291,7 +291,7 @@ def _graded_run(tmp_path: Path, instance_type: str | None, pods: list[dict] | No
     serving pods `pods`, as provenance records them)."""
     from slabench.analysis.aggregate import aggregate, summary_json
     from slabench.core.schema import SWEEP
-    from tests.analysis_helpers import rec, write_run
+    from tests.helpers.analysis_helpers import rec, write_run
 
     run = tmp_path / "run"
     for repeat in (1, 2):
@@ -366,7 +366,7 @@ def test_an_in_cluster_locust_run_says_when_the_contracts_replicas_are_not_what_
     """The Job's own grading (locust --sla, as slabench deploy runs a burst): the run's provenance found two Ready
     serving pods, the contract prices one — the verdict says so. The pods are the fake API server's; the load goes to
     a real simulator."""
-    from tests.locust_run import run_locust
+    from tests.helpers.locust_run import run_locust
 
     url = simulator("--ttft", "0.01", "--itl", "0.001", "--output-tokens", "4")
     kube = FakeKube().start()

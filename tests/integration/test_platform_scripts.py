@@ -17,8 +17,8 @@ from typing import ClassVar
 
 import pytest
 
-from tests.moto_server import MotoServer
-from tests.platform_helpers import LOCUST, SERVING, slabench_results_shim
+from tests.helpers.moto_server import MotoServer
+from tests.helpers.platform_helpers import LOCUST, SERVING, slabench_results_shim
 
 RUN_JOB = LOCUST / "files" / "run-job.sh"
 BUCKET = "results-bkt"

@@ -17,7 +17,7 @@ import yaml
 
 from slabench.sla.contract import load_contract
 from slabench.sweep.config import load_sweep
-from tests.platform_helpers import LOCUST, ROOT
+from tests.helpers.platform_helpers import LOCUST, ROOT
 
 SWEEP_WITHOUT_URL = """\
 name: no-url

@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 
 from slabench.evidence.accounting import server_received
 from slabench.evidence.scrape import RECEIVED, read_scrapes
-from tests.locust_run import scrape
-from tests.platform_fake_kube import FakeKube
-from tests.platform_helpers import ROOT
+from tests.helpers.locust_run import scrape
+from tests.helpers.platform_fake_kube import FakeKube
+from tests.helpers.platform_helpers import ROOT
 
 NS = "slabench"
 LABELS = {"app.kubernetes.io/instance": "vllm-serving", "app.kubernetes.io/component": "server"}

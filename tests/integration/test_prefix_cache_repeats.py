@@ -11,8 +11,8 @@ import sys
 import urllib.error
 import urllib.request
 
-from tests.locust_run import ROOT, scrape
-from tests.sla_helpers import write
+from tests.helpers.locust_run import ROOT, scrape
+from tests.helpers.sla_helpers import write
 
 PROFILE = ("--profile", "l4", "--model-profile", "llama-3.2-3b")
 

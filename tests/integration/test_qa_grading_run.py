@@ -7,7 +7,7 @@ import pytest
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
 from slabench.workload import load_settings
-from tests.locust_run import ROOT, assert_exit, run_locust, scrape
+from tests.helpers.locust_run import ROOT, assert_exit, run_locust, scrape
 
 
 def test_measured_item_accuracy_matches_the_simulated_models(tmp_path):

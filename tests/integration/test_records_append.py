@@ -14,10 +14,10 @@ import urllib.parse
 import urllib.request
 
 from slabench.core.sinks import open_sink, read_records
+from tests.helpers.locust_run import ROOT, assert_exit, run_locust, scrape
+from tests.helpers.ports import free_port
+from tests.helpers.sla_helpers import record, write
 from tests.integration.test_shapes_webui import get_json, wait_state
-from tests.locust_run import ROOT, assert_exit, run_locust, scrape
-from tests.ports import free_port
-from tests.sla_helpers import record, write
 
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "8")
 SLA = """\

@@ -16,7 +16,7 @@ from slabench.analysis.figures import metric_values
 from slabench.core import metrics
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
-from tests.locust_run import ROOT, assert_exit, run_locust
+from tests.helpers.locust_run import ROOT, assert_exit, run_locust
 
 WITH_STOP = f"{ROOT / 'locustfiles' / 'chat_replay.py'},slabench/sweep/locust_stage.py"
 TOKENS = 12

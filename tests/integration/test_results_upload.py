@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
-from tests import weights_helpers
-from tests.weights_helpers import cli, run, s3_client
+from tests.helpers import weights_helpers
+from tests.helpers.weights_helpers import cli, run, s3_client
 
 s3_server, bucket = weights_helpers.s3_server, weights_helpers.bucket  # fixtures
 

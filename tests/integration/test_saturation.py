@@ -16,8 +16,8 @@ import time
 import psutil
 import pytest
 
-from tests.locust_run import exit_for, run_locust
-from tests.sla_helpers import write
+from tests.helpers.locust_run import exit_for, run_locust
+from tests.helpers.sla_helpers import write
 
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "10")
 GENEROUS = """\
@@ -30,6 +30,9 @@ targets:
 """
 
 
+BUSY = "tests/locustfiles/busy_grader_user.py,shapes/rate.py"
+
+
 def contract(tmp_path, load):
     return write(tmp_path, GENEROUS.replace("{LOAD}", "{" + load + "}"))
 
@@ -39,7 +42,7 @@ def test_an_open_loop_run_whose_sends_went_late_is_incomplete_not_a_pass(simulat
     records = tmp_path / "run" / "records.jsonl"
     env = {**os.environ, "SLABENCH_TEST_BUSY_S": "0.4"}  # each answer's grading holds the event loop 0.4 s
     res = run_locust(
-        "-f", "tests/busy_grader_user.py,shapes/rate.py", "--host", url, "--rate-rps", "10", "--rate-hold", "3",
+        "-f", BUSY, "--host", url, "--rate-rps", "10", "--rate-hold", "3",
         "--records", str(records), "--sla", str(contract(tmp_path, "request_rate_rps: 10")), "--stop-timeout", "10",
         env=env,
     )  # fmt: skip
@@ -62,7 +65,7 @@ def test_a_saturated_plain_run_exits_4_and_says_why_in_run_status(simulator, tmp
     records = tmp_path / "run" / "records.jsonl"
     env = {**os.environ, "SLABENCH_TEST_BUSY_S": "0.08"}
     res = run_locust(
-        "-f", "tests/busy_grader_user.py,shapes/rate.py", "--host", url, "--rate-rps", "5", "--rate-hold", "4",
+        "-f", BUSY, "--host", url, "--rate-rps", "5", "--rate-hold", "4",
         "--records", str(records), "--stop-timeout", "10", env=env,
     )  # fmt: skip
     assert res.returncode == 4, res.stderr[-3000:]
@@ -83,7 +86,7 @@ def test_with_a_contract_its_own_measurement_policy_judges_the_saturation(simula
         "max_simulator_late_share: 1000}\n"
     )
     res = run_locust(
-        "-f", "tests/busy_grader_user.py,shapes/rate.py", "--host", url, "--rate-rps", "5", "--rate-hold", "4",
+        "-f", BUSY, "--host", url, "--rate-rps", "5", "--rate-hold", "4",
         "--records", str(records), "--stop-timeout", "10", "--sla", str(write(tmp_path, lenient, "lenient.yaml")),
         "--sla-allow-conditional", env={**os.environ, "SLABENCH_TEST_BUSY_S": "0.08"},
     )  # fmt: skip

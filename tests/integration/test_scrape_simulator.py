@@ -15,8 +15,8 @@ from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
 from slabench.evidence import crosscheck
 from slabench.evidence.scrape import COUNTERS, FILE_NAME, read_scrapes
-from tests.locust_run import ROOT, assert_exit, run_locust, scrape
-from tests.ports import free_port
+from tests.helpers.locust_run import ROOT, assert_exit, run_locust, scrape
+from tests.helpers.ports import free_port
 
 FAST = ("--ttft", "0.03", "--itl", "0.003", "--output-tokens", "24")
 # The vLLM capacity engine (an L4 GPU profile) also models the KV cache, so it serves every tracked gauge.

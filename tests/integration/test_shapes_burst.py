@@ -18,8 +18,8 @@ from slabench.core import metrics
 from slabench.core.record import ErrorCategory, Outcome
 from slabench.core.sinks import read_records
 from slabench.locust.openloop import lateness_summary
-from tests.locust_run import ROOT, assert_exit, run_locust, scrape
-from tests.ports import free_port
+from tests.helpers.locust_run import ROOT, assert_exit, run_locust, scrape
+from tests.helpers.ports import free_port
 
 FILES = "locustfiles/chat_replay.py,shapes/burst.py"
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "16")
@@ -201,7 +201,7 @@ def test_a_user_builds_each_queue_item_ahead_of_its_due_time(simulator, tmp_path
     records_path = tmp_path / "records.jsonl"
     res = run_locust(
         "-f",
-        "tests/shapes_queue_user.py,shapes/burst.py",
+        "tests/locustfiles/shapes_queue_user.py,shapes/burst.py",
         "--host",
         url,
         "--burst-queue",

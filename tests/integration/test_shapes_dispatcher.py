@@ -17,7 +17,7 @@ from slabench.core.sinks import read_records
 from slabench.locust.openloop import Dispatcher, OpenLoopItem, current_item
 from slabench.locust.plugin import LLMUser, add_options
 from slabench.locust.plugin import install as install_plugin
-from tests.locust_run import scrape
+from tests.helpers.locust_run import scrape
 
 
 class ItemUser(LLMUser):

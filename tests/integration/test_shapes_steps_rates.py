@@ -14,8 +14,8 @@ import pytest
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
 from slabench.shapes.schedules import OFFICE_DAY, Diurnal, rate_arrivals, step_plan
+from tests.helpers.locust_run import ROOT, assert_exit, exit_for, run_locust, scrape
 from tests.integration.test_shapes_burst import processes, small_queue
-from tests.locust_run import ROOT, assert_exit, exit_for, run_locust, scrape
 
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "16")
 STEPS, BURST = "locustfiles/chat_replay.py,shapes/steps.py", "locustfiles/chat_replay.py,shapes/burst.py"

@@ -12,9 +12,9 @@ import urllib.request
 from collections import Counter
 
 from slabench.core.sinks import read_records
+from tests.helpers.locust_run import ROOT, scrape
+from tests.helpers.ports import free_port
 from tests.integration.test_shapes_burst import small_queue
-from tests.locust_run import ROOT, scrape
-from tests.ports import free_port
 
 
 def post(url: str, form: dict) -> dict:

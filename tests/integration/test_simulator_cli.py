@@ -8,7 +8,7 @@ import sys
 
 import psutil
 
-from tests.locust_run import ROOT
+from tests.helpers.locust_run import ROOT
 
 
 def test_nice_lowers_the_simulators_cpu_priority():

@@ -4,7 +4,7 @@ from collections import Counter
 
 from slabench.core.record import ErrorCategory, Outcome
 from slabench.core.sinks import read_records
-from tests.locust_run import ROOT, run_locust
+from tests.helpers.locust_run import ROOT, run_locust
 
 FAULTS = [
     "http_500=0.08",

@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 from slabench.sim.server import _WORDS
-from tests.locust_run import ROOT, scrape
+from tests.helpers.locust_run import ROOT, scrape
 
 
 def post(url, path, body, headers=None):
@@ -210,7 +210,7 @@ def test_clients_that_reset_before_the_reply_leave_nothing_behind(simulator):
 
 def test_a_failed_engine_loop_ends_the_streams_and_the_simulator_instead_of_hanging_them():
     proc = subprocess.Popen(
-        [sys.executable, "tests/broken_engine_sim.py"],
+        [sys.executable, "tests/servers/broken_engine_sim.py"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

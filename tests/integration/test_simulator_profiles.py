@@ -2,7 +2,7 @@
 
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
-from tests.locust_run import ROOT, assert_exit, run_locust, scrape
+from tests.helpers.locust_run import ROOT, assert_exit, run_locust, scrape
 
 
 def test_profile_engine_metrics_agree_with_records(simulator, tmp_path):

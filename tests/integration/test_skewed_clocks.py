@@ -4,14 +4,14 @@ worker) is in tests/unit/test_analysis_columns.py."""
 
 from slabench.analysis.columns import read_table, run_arrays
 from slabench.core.sinks import read_records
-from tests.locust_run import assert_exit, run_locust
+from tests.helpers.locust_run import assert_exit, run_locust
 
 
 def test_worker_processes_with_clocks_hours_apart_share_one_window(simulator, tmp_path):
     url = simulator("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "8")
     records = tmp_path / "run" / "records.jsonl"
     res = run_locust(
-        "-f", "tests/skewed_clock_locustfile.py,shapes/burst.py", "--host", url, "--processes", "2",
+        "-f", "tests/locustfiles/skewed_clock_locustfile.py,shapes/burst.py", "--host", url, "--processes", "2",
         "--burst-time-scale", "20", "--burst-stride", "100", "--records", str(records), timeout=180,
     )  # fmt: skip
     assert_exit(res.returncode, records.parent, 0, output=res.stderr)  # 4 only for a busy machine (not the point)

@@ -5,8 +5,8 @@ CONDITIONAL with --sla-allow-conditional, and 3 on a bad contract before any loa
 import json
 
 from slabench.core.sinks import read_records
-from tests.locust_run import assert_exit, pass_or_doubtful, run_locust
-from tests.sla_helpers import write
+from tests.helpers.locust_run import assert_exit, pass_or_doubtful, run_locust
+from tests.helpers.sla_helpers import write
 
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "20")
 
@@ -105,7 +105,7 @@ def test_a_misspelt_locust_option_exits_3_never_2(tmp_path):
     import sys
     from pathlib import Path
 
-    from tests.locust_run import ROOT
+    from tests.helpers.locust_run import ROOT
 
     locust_cmd = str(Path(sys.executable).with_name("locust"))
     sla = write(tmp_path, PASSES)

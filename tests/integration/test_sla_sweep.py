@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from slabench.core.sinks import read_records
-from tests.locust_run import ROOT, assert_exit, pass_or_doubtful
-from tests.sla_helpers import slabench_cli, write
+from tests.helpers.locust_run import ROOT, assert_exit, pass_or_doubtful
+from tests.helpers.sla_helpers import slabench_cli, write
 
 aggregate_runs = pytest.importorskip("slabench.analysis.aggregate", reason="needs the aggregator (issue 5)")
 pytest.importorskip("slabench.sweep.cli", reason="needs `slabench sweep` (issue 5)")

@@ -12,7 +12,7 @@ from matplotlib.image import imread
 
 from slabench.analysis.aggregate import aggregate
 from slabench.analysis.report import write_report
-from tests.analysis_helpers import rec, write_run
+from tests.helpers.analysis_helpers import rec, write_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(

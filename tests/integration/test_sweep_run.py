@@ -22,7 +22,7 @@ import pytest
 from slabench.core import metrics
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
-from tests.locust_run import exit_for
+from tests.helpers.locust_run import exit_for
 
 ROOT = Path(__file__).resolve().parents[2]
 T975 = {1: 12.706204736174707, 2: 4.302652729749464, 3: 3.182446305284263}  # t(0.975, df), standard table
@@ -268,7 +268,7 @@ def test_a_saturated_level_is_reported_doubtful_and_the_sweep_goes_on(tmp_path):
     incomplete."""
     text = SWEEP.format(duration=3, warmup=0.5).replace("levels: [1, 2, 4]\nrepeats: 3", "levels: [1, 2]\nrepeats: 1")
     text = text.replace("analysis:\n", "analysis:\n  require_ci: false\n")
-    cfg = write_config(tmp_path, "locustfile: tests/busy_grader_user.py\n" + text)
+    cfg = write_config(tmp_path, "locustfile: tests/locustfiles/busy_grader_user.py\n" + text)
     argv = [sys.executable, "-m", "slabench", "sweep", "--config", str(cfg), "--output-dir", str(tmp_path / "runs"),
             "--sweep-id", "busy"]  # fmt: skip
     env = {**os.environ, "SLABENCH_TEST_BUSY_S": "0.08"}

@@ -10,8 +10,8 @@ import math
 import subprocess
 import sys
 
-from tests.locust_run import ROOT, assert_exit
-from tests.sla_helpers import write
+from tests.helpers.locust_run import ROOT, assert_exit
+from tests.helpers.sla_helpers import write
 
 SWEEP = """\
 name: search

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from slabench.core.queue import read_queue_file
 from slabench.core.sinks import read_records
+from tests.helpers.locust_run import assert_exit, run_locust, scrape
 from tests.integration.test_plan_cli import files, slabench
-from tests.locust_run import assert_exit, run_locust, scrape
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 

@@ -23,7 +23,7 @@ import pytest
 from slabench.core import metrics
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -75,7 +75,7 @@ def locust_ui(simulator, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     port = free_port()
     records = tmp_path / "records.jsonl"
     argv = [
-        sys.executable, "-m", "locust", "-f", "tests/webui_locustfile.py", "--host", sim,
+        sys.executable, "-m", "locust", "-f", "tests/locustfiles/webui_locustfile.py", "--host", sim,
         "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart", "-u", "4", "-r", "4",
         "--processes", "2", "--max-tokens", "16", "--records", str(records),
         "--live-window-s", str(WINDOW_S), "--sla", str(tmp_path / "sla.yaml"),

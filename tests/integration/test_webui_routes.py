@@ -20,7 +20,7 @@ import pytest
 
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "/lt"
@@ -46,7 +46,7 @@ def locust_ui(host: str, records: Path, log: Path, seconds: int = 5) -> Iterator
     """A local `locust` run with its web UI under a base path, against `host`; yields the UI's URL."""
     port = free_port()
     argv = [
-        sys.executable, "-m", "locust", "-f", "tests/webui_locustfile.py", "--host", host,
+        sys.executable, "-m", "locust", "-f", "tests/locustfiles/webui_locustfile.py", "--host", host,
         "--web-host", "127.0.0.1", "--web-port", str(port), "--web-base-path", BASE, "--autostart",
         "-u", "3", "-r", "3", "-t", f"{seconds}s", "--autoquit", "120", "--records", str(records),
         "--server-metrics", "off", "--live-window-s", "3",

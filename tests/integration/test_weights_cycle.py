@@ -12,8 +12,8 @@ from urllib.parse import unquote
 
 from slabench.weights.hydrate import hydrate
 from slabench.weights.s3 import parse_s3_url
-from tests import weights_helpers
-from tests.weights_helpers import cli, run, s3_client, visible_files, write_model
+from tests.helpers import weights_helpers
+from tests.helpers.weights_helpers import cli, run, s3_client, visible_files, write_model
 
 s3_server, bucket = weights_helpers.s3_server, weights_helpers.bucket  # fixtures
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import weights_helpers
-from tests.weights_helpers import REPO, run, s3_client, visible_files, write_model
+from tests.helpers import weights_helpers
+from tests.helpers.weights_helpers import REPO, run, s3_client, visible_files, write_model
 
 s3_server, bucket = weights_helpers.s3_server, weights_helpers.bucket  # fixtures
 

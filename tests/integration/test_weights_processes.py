@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from urllib.parse import unquote
 
-from tests import weights_helpers
-from tests.weights_helpers import popen, run, visible_files, write_model
+from tests.helpers import weights_helpers
+from tests.helpers.weights_helpers import popen, run, visible_files, write_model
 
 s3_server, bucket = weights_helpers.s3_server, weights_helpers.bucket  # fixtures
 

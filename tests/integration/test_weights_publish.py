@@ -10,9 +10,9 @@ from urllib.parse import unquote
 
 from slabench.weights.publish import publish
 from slabench.weights.s3 import parse_s3_url
-from tests import weights_helpers
+from tests.helpers import weights_helpers
+from tests.helpers.weights_helpers import popen, run, s3_client, sha256, write_model
 from tests.unit.test_weights_source import COMMIT, hf_cache
-from tests.weights_helpers import popen, run, s3_client, sha256, write_model
 
 s3_server, bucket = weights_helpers.s3_server, weights_helpers.bucket  # fixtures
 

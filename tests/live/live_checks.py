@@ -14,8 +14,8 @@ from slabench.core.record import Outcome, RequestRecord
 from slabench.core.sinks import read_records
 from slabench.evidence import crosscheck
 from slabench.evidence.scrape import COUNTERS, GAUGES, read_scrapes
+from tests.helpers.locust_run import assert_exit, run_locust, scrape
 from tests.live.vllm_server import MODEL_NAME, VllmServer
-from tests.locust_run import assert_exit, run_locust, scrape
 
 LOCUSTFILE = "tests/live/fixed_count_locustfile.py"
 # How far the client's mean TTFT/E2E may sit above vLLM's own (its clock starts after the HTTP request was read and

@@ -23,9 +23,9 @@ import pytest
 
 from slabench.core.prompts import synthetic_text
 from slabench.sim.profiles import load_gpu_profile
+from tests.helpers.locust_run import ROOT
 from tests.live.live_checks import run_fixed
 from tests.live.vllm_server import VllmServer
-from tests.locust_run import ROOT
 
 pytestmark = pytest.mark.live
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.locust_run import ROOT
 from tests.live.live_checks import (
     assert_complete_records,
     assert_crosscheck_agrees,
@@ -20,7 +21,6 @@ from tests.live.live_checks import (
     run_fixed,
 )
 from tests.live.vllm_server import VllmServer
-from tests.locust_run import ROOT
 
 pytestmark = pytest.mark.live
 

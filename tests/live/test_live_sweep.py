@@ -13,8 +13,8 @@ import pytest
 
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
+from tests.helpers.locust_run import ROOT, assert_exit
 from tests.live.vllm_server import MODEL_NAME, VllmServer
-from tests.locust_run import ROOT, assert_exit
 
 pytestmark = pytest.mark.live
 

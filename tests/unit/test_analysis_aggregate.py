@@ -10,7 +10,7 @@ from slabench.analysis.summary import SCHEMA_VERSION, SweepSummary, load_summary
 from slabench.core.errors import UserError
 from slabench.core.record import ErrorCategory, Outcome
 from slabench.core.schema import SWEEP
-from tests.analysis_helpers import rec, write_run
+from tests.helpers.analysis_helpers import rec, write_run
 
 T2 = 4.302652729749464  # t(0.975, 2): three repeats
 

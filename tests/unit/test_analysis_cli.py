@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from slabench.commands.cli import main
-from tests.analysis_helpers import rec, write_run
+from tests.helpers.analysis_helpers import rec, write_run
 
 
 def test_aggregate_writes_the_report_and_prints_the_table(tmp_path, capsys):

@@ -15,7 +15,7 @@ from slabench.core import metrics
 from slabench.core.errors import UserError
 from slabench.core.record import ErrorCategory, Outcome, RequestRecord
 from slabench.core.sinks import ARROW_SCHEMA, open_sink
-from tests.analysis_helpers import WALL0, rec
+from tests.helpers.analysis_helpers import WALL0, rec
 
 
 @st.composite

@@ -10,7 +10,7 @@ from slabench.core import metrics
 from slabench.core.errors import UserError
 from slabench.core.record import ErrorCategory, Outcome, StageUnit, stage_fields
 from slabench.core.sinks import open_sink
-from tests.analysis_helpers import rec
+from tests.helpers.analysis_helpers import rec
 
 RECORDS = [
     rec(0.0, 0.1, gaps=(0.01, 0.03)).replace(request_id="ok"),

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from slabench.analysis.aggregate import aggregate
 from slabench.analysis.report import LOW, across, console_table, print_console, write_report
-from tests.analysis_helpers import rec, write_run
+from tests.helpers.analysis_helpers import rec, write_run
 
 
 @pytest.fixture(scope="module")

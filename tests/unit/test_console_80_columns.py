@@ -23,8 +23,8 @@ from slabench.plan.search import plan_profile
 from slabench.sla.contract import load_contract
 from slabench.sla.grade import fmt, grade
 from slabench.sla.render import comparison_table, verdict_table
-from tests.analysis_helpers import rec, write_run
-from tests.sla_helpers import contract, est, level, replica
+from tests.helpers.analysis_helpers import rec, write_run
+from tests.helpers.sla_helpers import contract, est, level, replica
 from tests.unit.test_plan import TOY_MODEL, groups_of_four
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ import pytest
 from slabench.core.tokens import ChatTokenizer
 from slabench.deploy.context import check_context, longest_request
 from slabench.workload import build_messages, load_golden, load_settings, prompt_tokens
-from tests.platform_helpers import ROOT, get_helm
-from tests.tokenizer_helpers import build_coarse_tokenizer
+from tests.helpers.platform_helpers import ROOT, get_helm
+from tests.helpers.tokenizer_helpers import build_coarse_tokenizer
 
 SLA = "name: qa\nload: {scenario: burst}\ndeployment: {instance_type: g6e.xlarge}\ntargets:\n  ttft_p95_s: {max: 2.0}\n"
 

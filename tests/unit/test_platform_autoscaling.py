@@ -10,8 +10,8 @@ import yaml
 
 from slabench.deploy.hpa import Fleet, Rule, desired_replicas, simulate
 from slabench.deploy.plan import serving_overrides
-from tests import platform_helpers
-from tests.platform_helpers import FLEET, SERVING, helm_template, one, render
+from tests.helpers import platform_helpers
+from tests.helpers.platform_helpers import FLEET, SERVING, helm_template, one, render
 
 helm_bin = platform_helpers.helm_bin
 pytestmark = pytest.mark.usefixtures("helm_bin")

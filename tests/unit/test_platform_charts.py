@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from slabench.locust.distributed import LOCUST_DEFAULT_PORT
-from tests import platform_helpers
-from tests.platform_helpers import (
+from tests.helpers import platform_helpers
+from tests.helpers.platform_helpers import (
     LOCUST,
     ROOT,
     SERVING,
@@ -493,7 +493,7 @@ def test_each_whole_card_family_has_serving_values_that_land_on_its_pool_and_fit
     """The 24 GB cards (g5 A10G, g6 L4) and g7's RTX PRO 4500 get their own values file: pinned to a pool that
     launches that family, and a context that holds the workload's longest request (the chart once refused ~1 %)."""
     from slabench.deploy.context import longest_request
-    from tests.platform_helpers import FLEET
+    from tests.helpers.platform_helpers import FLEET
 
     dep = one(render(SERVING, values_files=(SERVING / "ci" / f"{family}-values.yaml",)), "Deployment")
     selector = pod_spec(dep)["nodeSelector"]

@@ -13,7 +13,7 @@ import re
 import yaml
 from jsonschema import Draft7Validator
 
-from tests.platform_helpers import ROOT
+from tests.helpers.platform_helpers import ROOT
 
 CLUSTER = ROOT / "scripts" / "eks" / "cluster.yaml"
 SCHEMA = ROOT / "tests" / "data" / "eksctl" / "clusterconfig-v1alpha5.schema.json"

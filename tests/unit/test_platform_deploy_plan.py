@@ -88,7 +88,7 @@ def test_one_suite_image_feeds_the_locust_pods_and_the_weight_cache(sla, monkeyp
 
 
 def test_the_vllm_image_can_be_pinned_by_digest_without_editing_a_values_file(sla, monkeypatch, tmp_path):
-    from tests import platform_helpers
+    from tests.helpers import platform_helpers
 
     digest = "sha256:" + "ab" * 32
     p = plan("--sla", str(sla), "--results-s3", "s3://res-bkt/ci", "--serving-image", f"vllm/vllm-openai@{digest}")

@@ -9,8 +9,8 @@ import re
 import pytest
 import yaml
 
-from tests import platform_helpers
-from tests.platform_helpers import (
+from tests.helpers import platform_helpers
+from tests.helpers.platform_helpers import (
     FLEET,
     ROOT,
     SERVING,

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from tests import platform_helpers
-from tests.platform_helpers import ROOT, helm_template, one, render
+from tests.helpers import platform_helpers
+from tests.helpers.platform_helpers import ROOT, helm_template, one, render
 
 helm_bin = platform_helpers.helm_bin
 pytestmark = pytest.mark.usefixtures("helm_bin")

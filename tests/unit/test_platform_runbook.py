@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.platform_helpers import ROOT
+from tests.helpers.platform_helpers import ROOT
 from tests.unit.test_platform_upstream_values import pinned
 
 RUNBOOK = ROOT / "docs" / "eks.md"

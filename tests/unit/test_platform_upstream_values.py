@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from slabench.deploy.values_keys import OPEN, key_paths, load_keys, unknown_keys
-from tests.platform_helpers import ROOT
+from tests.helpers.platform_helpers import ROOT
 
 KEYS = ROOT / "tests" / "data" / "upstream_values"
 SCRIPT = ROOT / "scripts" / "eks" / "install-platform.sh"

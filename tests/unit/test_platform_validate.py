@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from slabench.deploy.validate import SCHEMA_DIR, main, make_strict, validate_document, validate_texts
-from tests import platform_helpers
-from tests.platform_helpers import FLEET, SERVING, one, render
+from tests.helpers import platform_helpers
+from tests.helpers.platform_helpers import FLEET, SERVING, one, render
 
 helm_bin = platform_helpers.helm_bin  # session fixture: fetches helm with .ci/get-helm
 pytestmark = pytest.mark.usefixtures("helm_bin")

@@ -13,7 +13,7 @@ import pytest
 from slabench.core.errors import UserError
 from slabench.core.prompts import _VOCAB, SyntheticPrompts, TokenizerSizer, UsageSizer, synthetic_text
 from slabench.core.tokens import ChatTokenizer, estimate_tokens
-from tests.tokenizer_helpers import build_coarse_tokenizer
+from tests.helpers.tokenizer_helpers import build_coarse_tokenizer
 
 
 @pytest.fixture(scope="module")

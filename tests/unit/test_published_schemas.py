@@ -16,7 +16,7 @@ from slabench.core.errors import UserError
 from slabench.evidence.run_status import RunStatus, write_run_status
 from slabench.sla.grade_run import grade_run_dir, write_verdict
 from slabench.sla.verdict_file import load_verdict
-from tests.analysis_helpers import rec, write_run
+from tests.helpers.analysis_helpers import rec, write_run
 
 ROOT = published_schemas.ROOT
 

@@ -15,7 +15,7 @@ import pytest
 from slabench.core.errors import UserError
 from slabench.core.record import RequestRecord
 from slabench.core.sinks import ARROW_SCHEMA, read_records
-from tests.sla_helpers import record, slabench_cli, write
+from tests.helpers.sla_helpers import record, slabench_cli, write
 
 # Fails at TTFT p95 ≤ 0.05 s: every request waited 0.1 s for its first token.
 CONTRACT = (
@@ -228,7 +228,7 @@ def test_server_metrics_prompts_and_manifests_refuse_what_they_cannot_use(tmp_pa
     from slabench.analysis.aggregate import aggregate
     from slabench.core.prompts import FilePrompts
     from slabench.evidence.scrape import read_scrapes
-    from tests.analysis_helpers import write_run
+    from tests.helpers.analysis_helpers import write_run
 
     scrapes = tmp_path / "server_metrics.jsonl"
     scrapes.write_text('{"run_id": "r", "t": 1.0, "gauges": {}}\n{"run_id": "r", "t": 2.0, "gauges": 5}\n')

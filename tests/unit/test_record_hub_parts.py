@@ -10,7 +10,7 @@ import pytest
 from slabench.core.record import ErrorCategory, Outcome
 from slabench.locust.record_store import RecordStore
 from slabench.locust.refusals import REFUSALS_TO_STOP, RefusalWatch
-from tests.analysis_helpers import rec
+from tests.helpers.analysis_helpers import rec
 
 
 def test_the_store_keeps_each_request_once_and_tells_the_listeners_of_new_ones(tmp_path):

@@ -17,8 +17,8 @@ from slabench.core.errors import UserError
 from slabench.core.record import Outcome, RequestRecord
 from slabench.core.schema import RECORD
 from slabench.core.sinks import open_sink, read_records
-from tests.analysis_helpers import rec, write_run
-from tests.sla_helpers import record, slabench_cli, write
+from tests.helpers.analysis_helpers import rec, write_run
+from tests.helpers.sla_helpers import record, slabench_cli, write
 
 CONTRACT = """\
 name: c

@@ -7,7 +7,7 @@ import pytest
 from slabench.sla.capacity import capacity_report
 from slabench.sla.estimates import Level, LevelEstimates
 from slabench.sla.grade import grade
-from tests.sla_helpers import contract, est, level, replica
+from tests.helpers.sla_helpers import contract, est, level, replica
 
 
 def graded(*rows):

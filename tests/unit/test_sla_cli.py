@@ -7,7 +7,7 @@ import math
 import pytest
 
 from slabench.core.sinks import open_sink
-from tests.sla_helpers import record, slabench_cli, write
+from tests.helpers.sla_helpers import record, slabench_cli, write
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_missing_run_dir_and_unknown_instance_type(slabench, tmp_path, run_dir, 
 def sweep_dir(tmp_path, name, ttfts, spacings):
     """A sweep at 4 users, one repeat per (TTFT, spacing): 40 requests each, all with that TTFT, one every
     `spacing` seconds; aggregated into its summary.json."""
-    from tests.analysis_helpers import rec, write_run
+    from tests.helpers.analysis_helpers import rec, write_run
 
     d = tmp_path / name
     for repeat, (ttft, gap) in enumerate(zip(ttfts, spacings, strict=True), 1):
@@ -178,7 +178,7 @@ def test_a_summary_older_than_its_sweep_is_refused_and_a_copied_sweep_grades(sla
     judge measurements that are not there. A copy (new mtimes, same runs) is the same sweep."""
     import shutil
 
-    from tests.analysis_helpers import rec, write_run
+    from tests.helpers.analysis_helpers import rec, write_run
 
     sweep = tmp_path / "sweep"
     for repeat in (1, 2):
@@ -251,7 +251,7 @@ def test_requests_in_flight_during_a_freeze_leave_the_latency_figures(slabench, 
 
 def _users_run(tmp_path, name, spans, level=4, **kw):
     """A sweep tree with one run at `level` users: user u sends back-to-back 0.2 s requests over spans[u] seconds."""
-    from tests.analysis_helpers import rec, write_run
+    from tests.helpers.analysis_helpers import rec, write_run
 
     records = []
     for u, (start, stop) in enumerate(spans):
@@ -289,7 +289,7 @@ def test_a_level_never_reached_cannot_pass(slabench, tmp_path, capsys):
 def test_an_open_loop_rate_never_reached_cannot_pass(slabench, tmp_path):
     """10 req/s configured, 5 req/s sent: graded at 10 req/s only as incomplete, the achieved rate beside it."""
     from slabench.core.record import StageUnit
-    from tests.analysis_helpers import rec
+    from tests.helpers.analysis_helpers import rec
 
     sla = str(write(tmp_path, "name: c\nload: {request_rate_rps: 10}\ndeployment: {instance_type: g5.xlarge}\n"
                     "targets:\n  ttft_p95_s: {max: 0.5}\n"))  # fmt: skip

@@ -12,7 +12,7 @@ import yaml
 from slabench.core.errors import UserError
 from slabench.sla.contract import Contract, load_contract
 from slabench.sla.estimates import Level, LevelEstimates
-from tests.sla_helpers import est, write
+from tests.helpers.sla_helpers import est, write
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "sla" / "config_sla_example.yaml"

@@ -8,7 +8,7 @@ import pytest
 from slabench.sla.cost import DeploymentError, cost_lines, replica_price, unit_cost
 from slabench.sla.estimates import Estimate, Level, LevelEstimates
 from slabench.sla.prices import load_prices
-from tests.sla_helpers import est, replica
+from tests.helpers.sla_helpers import est, replica
 
 # docs/fleet.md, "Instances (AWS us-east-1, on-demand Linux, USD per hour)"
 FLEET_MD = {

@@ -8,7 +8,7 @@ from slabench.core.errors import UserError
 from slabench.core.record import Outcome
 from slabench.sla.estimates import Estimate, Level, levels_from_summary
 from slabench.sla.single_run import levels_from_records
-from tests.sla_helpers import record
+from tests.helpers.sla_helpers import record
 
 
 def e(mean, n=3, half=0.1, samples=200):

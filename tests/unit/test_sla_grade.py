@@ -10,7 +10,7 @@ from slabench.sla.contract import CheckSpec, CostCeiling, LatencyTarget, Quality
 from slabench.sla.estimates import Estimate, Level, LevelEstimates
 from slabench.sla.grade import Status, evaluate, grade, worst
 from slabench.sla.grade_run import exit_code
-from tests.sla_helpers import contract, est, level, replica
+from tests.helpers.sla_helpers import contract, est, level, replica
 
 P, C, F = Status.PASS, Status.CONDITIONAL, Status.FAIL
 

@@ -19,8 +19,8 @@ from slabench.shapes.schedules import parse_rates
 from slabench.sla.estimates import Level, levels_from_summary
 from slabench.sla.grade import grade
 from slabench.sla.single_run import levels_from_records
-from tests.analysis_helpers import rec
-from tests.sla_helpers import contract, replica
+from tests.helpers.analysis_helpers import rec
+from tests.helpers.sla_helpers import contract, replica
 
 TARGETS = {"ttft_p95_s": {"max": 1.0}}
 

@@ -222,7 +222,7 @@ def test_open_loop_ttft_is_the_graded_one_from_scheduled_and_from_sent_is_beside
     """Under an open-loop shape the verdict counts TTFT from `scheduled`: the live view shows that one as TTFT, and
     the TTFT from `sent` under its own name, so the two screens never disagree on the same requests."""
     from slabench.analysis.aggregate import aggregate
-    from tests.analysis_helpers import write_run
+    from tests.helpers.analysis_helpers import write_run
 
     a = LiveAggregator(window_s=100.0)
     a.reset(started=T0)
@@ -254,7 +254,7 @@ def test_a_reasoning_run_shows_time_to_first_answer_token_beside_ttft(tmp_path) 
     """A reasoning model's second clock: TTFAT counts to the first answer token, from the same start as the graded
     TTFT, and says the same figure as the aggregator behind a `ttfat_*` SLA target."""
     from slabench.analysis.aggregate import aggregate
-    from tests.analysis_helpers import write_run
+    from tests.helpers.analysis_helpers import write_run
 
     a = LiveAggregator(window_s=100.0)
     a.reset(started=T0)

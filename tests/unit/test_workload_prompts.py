@@ -13,7 +13,7 @@ from slabench.core.tokens import estimate_tokens
 from slabench.workload.accounts import load_settings
 from slabench.workload.prompts import answer_schema, build_messages, prompt_tokens, system_prompt
 from slabench.workload.quality import simulated_answer
-from tests.workload_support import sample_calls
+from tests.helpers.workload_support import sample_calls
 
 
 @pytest.mark.parametrize("task", ["verbose", "terse"])

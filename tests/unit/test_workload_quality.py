@@ -24,7 +24,7 @@ from slabench.workload.quality import (
     summarize_quality,
 )
 from slabench.workload.transcripts import generate_call
-from tests.workload_support import sample_calls
+from tests.helpers.workload_support import sample_calls
 
 S = load_settings()
 

@@ -13,7 +13,7 @@ from slabench.core.tokens import ChatTokenizer
 from slabench.workload import QueueItem, build_item, build_messages, load_golden, load_queue
 from slabench.workload import prompt_tokens as estimated_prompt
 from slabench.workload.sizing import TokenizerScale, UsageScale
-from tests.tokenizer_helpers import build_coarse_tokenizer, build_transcript_tokenizer
+from tests.helpers.tokenizer_helpers import build_coarse_tokenizer, build_transcript_tokenizer
 
 
 @pytest.fixture(scope="module")

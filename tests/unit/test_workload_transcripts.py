@@ -14,7 +14,7 @@ from slabench.workload.accounts import load_settings
 from slabench.workload.prompts import example_answer
 from slabench.workload.rubric import score_call
 from slabench.workload.transcripts import evidence_line, generate_call
-from tests.workload_support import sample_calls
+from tests.helpers.workload_support import sample_calls
 
 LINE = re.compile(r"^\[(\d\d):(\d\d)\] (?:(Agent|Customer|IVR|Specialist): \S|\()")
 

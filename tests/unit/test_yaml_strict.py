@@ -10,7 +10,7 @@ import pytest
 
 from slabench.core.errors import UserError
 from slabench.core.sinks import open_sink
-from tests.sla_helpers import record, slabench_cli, write
+from tests.helpers.sla_helpers import record, slabench_cli, write
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -275,7 +275,7 @@ def test_deploy_rendered_manifests():
 
 def test_deploy_dry_run_with_a_doubled_values_file_exits_3(tmp_path, capsys):
     from slabench.commands import cli
-    from tests.platform_helpers import get_helm
+    from tests.helpers.platform_helpers import get_helm
 
     sla = write(tmp_path, DUPLICATE_TARGETS.split("description")[0])
     values = write(tmp_path, "resources:\n  limits: {cpu: 1}\nresources: {}\n", "serving.yaml")

@@ -2,7 +2,7 @@
 
 Usage (any test module; this is deliberately not a conftest):
 
-    from tests.moto_server import MotoServer, moto_server, aws_env
+    from tests.helpers.moto_server import MotoServer, moto_server, aws_env
 
     with moto_server() as url:                  # just the endpoint URL
         ...
@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
 # 127.0.0.1 - - [02/Dec/2026 12:54:55] "GET /bucket/key%20x HTTP/1.1" 206 -
 _LOG_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<target>\S+) HTTP/[\d.]+" (?P<status>\d{3})')

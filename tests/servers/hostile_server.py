@@ -9,7 +9,7 @@ and its request number on that connection, whether it carried the API key, its A
 (perf_counter, comparable across processes on Linux). Behaviours that send at scripted times log a second line
 ``{"sent": [...]}`` with the times their bytes really left.
 
-    python tests/hostile_server.py LOG.jsonl [--mix ok,cut_mid_stream,...]   # prints the port, then serves
+    python tests/servers/hostile_server.py LOG.jsonl [--mix ok,cut_mid_stream,...]   # prints the port, then serves
 """
 
 from __future__ import annotations

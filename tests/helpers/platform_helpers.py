@@ -2,7 +2,7 @@
 
 Import the fixtures explicitly in a test module:
 
-    from tests.platform_helpers import helm_bin, render  # noqa: F401  (helm_bin is a session fixture)
+    from tests.helpers.platform_helpers import helm_bin, render  # noqa: F401  (helm_bin is a session fixture)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from slabench.core import yamlio
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SERVING = ROOT / "helm" / "vllm-serving"
 LOCUST = ROOT / "helm" / "locust"
 FLEET = ROOT / "karpenter"

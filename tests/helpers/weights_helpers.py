@@ -17,9 +17,9 @@ import boto3
 import pytest
 
 from slabench.commands.cli import main
-from tests.moto_server import MotoServer
+from tests.helpers.moto_server import MotoServer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 KB, MB = 1000, 1000 * 1000
 
 # A model shaped like a real one (config, tokenizer, sharded safetensors, a nested file), but a few MB.

@@ -9,7 +9,7 @@ Scripts (a JSON file) map a name to a list of steps; a request to ``/<name>/v1/.
 Each request's actual send times (perf_counter, comparable across processes on Linux) are appended to the log
 file as JSON lines, so tests compare client-measured times with when bytes really left the server.
 
-    python tests/scripted_sse_server.py SCRIPTS.json LOG.jsonl   # prints the port, then serves
+    python tests/servers/scripted_sse_server.py SCRIPTS.json LOG.jsonl   # prints the port, then serves
 """
 
 from __future__ import annotations
