@@ -18,7 +18,10 @@ from slabench.sla.contract import UTILIZATION_CHECKS
 from slabench.sla.cost import ReplicaPrice
 from slabench.sla.estimates import LevelEstimates
 
-LINEAR = "assumes replicas behind the load balancer scale linearly"
+LINEAR = (
+    "assumes replicas behind the load balancer scale linearly and the load comes evenly at its mean rate; "
+    "`slabench plan` replays its arrivals, bunching and queue included"
+)
 
 
 @dataclass(frozen=True)
