@@ -452,7 +452,7 @@ def prompt_of(messages: list[dict[str, Any]]) -> str:
     template: the server counts these tokens only)."""
     texts = []
     for m in messages:
-        content = m.get("content", "")
+        content = m.get("content") or ""
         if isinstance(content, list):  # content parts: their text
             content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
         texts.append(str(content))

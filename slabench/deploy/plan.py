@@ -236,15 +236,17 @@ def _check_instance_family(plan: DeployPlan, instance_type: str, sla_name: str) 
     if not isinstance(family, str) or family == contract_family:
         return
     facts = packaged_facts()
+    deployed, graded = family_gpu(facts, family), family_gpu(facts, contract_family)
+    if deployed is None or graded is None or deployed == graded:
+        return  # the same card, or one the facts table does not know: nothing to say it is another card
 
-    def card(fam: str) -> str:
-        key = family_gpu(facts, fam)
-        return facts.gpus[key].name if key else "a GPU the facts table does not know"
+    def card(key: str) -> str:
+        return facts.gpus[key].name
 
     named = _values_file_with_key(plan.serving_values_files, "nodeSelector")
     raise UserError(
-        f"--serving-values {named}: nodeSelector {FAMILY_LABEL} {family} ({card(family)}) is not the family of the "
-        f"contract's deployment.instance_type {instance_type} ({card(contract_family)}, {sla_name}) — the run "
+        f"--serving-values {named}: nodeSelector {FAMILY_LABEL} {family} ({card(deployed)}) is not the family of the "
+        f"contract's deployment.instance_type {instance_type} ({card(graded)}, {sla_name}) — the run "
         f"would be graded and priced on another card; name a {family} size in the contract or use the "
         f"{contract_family} values"
     )

@@ -498,8 +498,8 @@ class RecordHub:
         # What the run lacks (lost workers, requests not sent, nothing answered), a load generator frozen mid-run
         # (its requests then left the latency figures) and saturation by the default measurement policy (its
         # latencies measure the machine) make it incomplete: exit 4, as run_status.json says. With --sla the
-        # contract's policy judges saturation anew (and the verdict leaves stalled requests out): the verdict's code
-        # is the run's (slabench.locust.sla), so only what the run lacks is said here to make it exit 4.
+        # contract's policy judges saturation anew (the verdict's code is the run's, slabench.locust.sla); no policy
+        # judges a freeze, so it makes the run exit 4 either way.
         frozen = []
         if self.status.stalls:
             worst = max(self.status.stalls, key=lambda st: st.seconds)
@@ -514,7 +514,7 @@ class RecordHub:
             judged = " (the contract's measurement policy judges it)" if graded else ""
             log.warning("slabench: measurement doubtful: %s%s", reason, judged)
         own = [r for r in self.status.reasons() if not (self.stop_reason and self.stop_reason in r)]
-        doubtful = [] if graded else [*frozen, *(f"measurement doubtful: {r}" for r in self.status.saturated)]
+        doubtful = [*frozen, *([] if graded else (f"measurement doubtful: {r}" for r in self.status.saturated))]
         reasons = [*own, *doubtful]
         if reasons:
             log.error("slabench: the run is incomplete (exit %d): %s", ExitCode.INCOMPLETE, "; ".join(reasons))

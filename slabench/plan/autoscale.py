@@ -15,7 +15,7 @@ import io
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rich import box
@@ -110,12 +110,15 @@ def autoscale_profile(
     ttft_floor_s: float,
     day_peak_rps: float,
     requested: int | None = None,
+    step_time_factor: float = 1.0,
 ) -> AutoscaleAnswer:
-    """One profile's answer (runs in a worker process: everything here is picklable)."""
+    """One profile's answer (runs in a worker process: everything here is picklable), with every step
+    `step_time_factor` times as long as the profile's (the plan's pessimistic end)."""
     from slabench.shapes.schedules import OFFICE_DAY, Diurnal
 
     t0 = time.perf_counter()
     config = load_profile(gpu_ref, model_ref, engine={**serving, **PLAN_ENGINE})
+    config = replace(config, gpu=config.gpu.slowed(step_time_factor))
     startup = cold.seconds(tier, config.weight_bytes)
     answer = AutoscaleAnswer(config.gpu.name, tier, cold.describe(tier, config.weight_bytes))
     runs: dict[int, ScaledRun] = {}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slabench.core.errors import UserError
-from slabench.plan.chart_rule import ScalingRule, chart_rule
+from slabench.plan.chart_rule import TEMPLATE, ScalingRule, chart_rule
 from slabench.plan.checks import Check
 from slabench.plan.coldstart import KEYS, TIERS, ColdStart, cold_start
 from slabench.plan.workload import PlannedLoad
@@ -84,6 +84,11 @@ def setup(args: argparse.Namespace, serving: dict[str, Any], profiles: list[str]
         return None
     if not (math.isfinite(args.diurnal_peak_rps) and args.diurnal_peak_rps > 0):
         raise UserError(f"--diurnal-peak-rps {args.diurnal_peak_rps:g}: the day's peak must be > 0 requests/s")
+    if not TEMPLATE.is_file():
+        raise UserError(
+            f"--autoscale reads the vllm-serving chart's rule ({TEMPLATE} is missing): run slabench from a checkout "
+            "of its repository, where helm/vllm-serving is"
+        )
     rule = chart_rule(args.serving_values, serving.get("max_num_seqs"))
     warm = _warm(args.warm, profiles)
     return AutoscaleSetup(rule, cold_start(args.cold_start), args.cache_tier, args.diurnal_peak_rps, warm)
@@ -101,16 +106,17 @@ def submit(
     serving: dict[str, Any],
 ) -> Future[AutoscaleAnswer] | None:
     """The profile `ref` through the scaled replay and the day, as soon as its plan is known (None: it has no
-    answer to scale from)."""
+    planned fleet to scale from). Replayed as the plan plans: at the pessimistic end of its 90 % interval (each
+    step `answer.factor` times as long), from the planned count."""
     from slabench.plan.autoscale import autoscale_profile
 
-    if answer.answer is None or answer.replicas is None:
+    if answer.planned is None or answer.pessimistic is None:
         return None
-    p = answer.answer.prediction
+    p = answer.planned.prediction
     return pool.submit(
         autoscale_profile, ref, args.model, load, checks, args.balancer, args.drain_timeout, serving, s.rule,
-        s.cold, s.tier, answer.replicas, p.ok, p.drain_s, usd_per_replica_hour, answer.floor.get("ttft_p95") or 0.0,
-        s.peak_rps, s.warm.get(answer.gpu.name),
+        s.cold, s.tier, answer.pessimistic, p.ok, p.drain_s, usd_per_replica_hour,
+        answer.floor.get("ttft_p95") or 0.0, s.peak_rps, s.warm.get(answer.gpu.name), answer.factor,
     )  # fmt: skip
 
 
@@ -121,6 +127,8 @@ def write(s: AutoscaleSetup, answers: list[AutoscaleAnswer], checks: list[Check]
     from slabench.plan.jsondoc import finite
 
     doc = {
+        "kind": "slabench.autoscale",
+        "schema_version": 1,
         "rule": s.rule.describe(),
         "cache_tier": s.tier,
         "cold_start": {k: getattr(s.cold, v) for k, v in KEYS.items()},

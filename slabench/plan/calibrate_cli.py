@@ -246,7 +246,8 @@ def interval_report(judged: list[tuple[str, MeasuredRun, dict[str, tuple[float, 
         "coverage": sum(inside) / len(inside) if inside else None,
         "median_abs_error": {m: statistics.median(v) for m, v in errors.items()},
     }
-    return {"interval": 0.90, "runs": runs, "held_out": held_out}
+    return {"kind": "slabench.calibration_intervals", "schema_version": 1, "interval": 0.90, "runs": runs,
+            "held_out": held_out}  # fmt: skip
 
 
 def coverage_line(held_out: dict[str, Any]) -> str:

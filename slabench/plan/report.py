@@ -17,7 +17,8 @@ from slabench.plan.cost import FleetCost
 from slabench.plan.search import ProfileAnswer
 from slabench.sla.cost import ReplicaPrice
 
-PLAN_SCHEMA_VERSION = 1
+# 2: `cost` is the planned fleet's (the 90 % interval's pessimistic end, `planned_replicas`), not `replicas`'.
+PLAN_SCHEMA_VERSION = 2
 
 
 @dataclass
@@ -70,6 +71,7 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "kind": "slabench.plan",
             "schema_version": PLAN_SCHEMA_VERSION,
             "load": self.load,
             "contract": self.contract,

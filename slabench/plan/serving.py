@@ -80,8 +80,11 @@ def chart_flags(files: list[str], chart_values: Path = CHART_VALUES) -> dict[str
 
 
 def serving_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """Engine overrides (`slabench.sim.profiles.EngineOptions` keys) for the plan, checked later with the profile."""
-    out = chart_flags(args.serving_values) if args.serving_values else {}
+    """Engine overrides (`slabench.sim.profiles.EngineOptions` keys) for the plan, checked later with the profile.
+    With --autoscale the chart's own flags are the base even without a values file: its autoscaling rule is read from
+    the chart, and a replica the rule scales must be the one the chart deploys."""
+    charted = args.serving_values or getattr(args, "autoscale", False)
+    out = chart_flags(args.serving_values) if charted else {}
     for option in ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "gpu_memory_utilization"):
         value = getattr(args, option, None)
         if value is not None:

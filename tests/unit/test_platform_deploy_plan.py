@@ -192,6 +192,11 @@ def test_the_per_family_values_must_run_the_card_the_contract_names(sla, tmp_pat
     two = tmp_path / "two.yaml"
     two.write_text(SLA.replace("{instance_type: g6e.xlarge}", "{instance_type: g7e.2xlarge, replicas: 2}"))
     assert plan("--sla", str(two), "--dry-run", "--serving-values", str(mig)).replicas == 2
+    # A family the facts table does not know is not called another card: a new instance family deploys.
+    new_family = tmp_path / "new.yaml"
+    priced = "prices: {overrides_usd_per_hour: {g9x.xlarge: 2.0}}\n"
+    new_family.write_text(SLA.replace("g6e.xlarge", "g9x.xlarge") + priced)
+    assert plan("--sla", str(new_family), "--dry-run", "--serving-values", str(g6)).replicas == 1
 
 
 def test_the_default_burst_replays_the_queue_with_the_shape(sla, tmp_path):
