@@ -127,9 +127,13 @@ def fewest_replicas(
     max_replicas: int,
     guess: int,
     start: int | None = None,
+    known_miss: int = 0,
+    known_meet: int | None = None,
 ) -> tuple[int | None, dict[int, Probe]]:
     """The fewest replicas that meet every check (None: not within `max_replicas`), and every probe taken. `start`:
-    the first fleet to try (default the guess × 1.5)."""
+    the first fleet to try (default the guess × 1.5). `known_miss` / `known_meet`: fleets known without a probe to
+    miss / to meet (the interval's ends search from the model's answer: slower steps cannot need fewer replicas,
+    faster ones cannot need more), so the answer lies above the one and at most the other."""
     probes: dict[int, Probe] = {}
 
     def meets(r: int) -> bool:
@@ -138,10 +142,12 @@ def fewest_replicas(
             probes[r] = Probe(r, p, judge(checks, p.figures))
         return probes[r].meets
 
-    lo, hi = 0, None  # lo misses (0: nothing below 1), hi meets
-    r = min(max(start or math.ceil(guess * 1.5), 1), max_replicas)  # the guess tends low: arrival peaks need more
+    lo, hi = known_miss, None  # lo misses (0: nothing below 1), hi meets
+    r = min(max(start or math.ceil(guess * 1.5), lo + 1), max_replicas)  # the guess tends low: arrival peaks need more
     while hi is None:  # up ×1.5 until a fleet meets (fleets far too small stop early: cheap)
-        if meets(r):
+        if known_meet is not None and r >= known_meet:
+            hi = known_meet
+        elif meets(r):
             hi = r
         else:
             lo = r
@@ -151,7 +157,7 @@ def fewest_replicas(
     sides: list[bool] = []  # meets?, per probe of this phase
     while hi - lo > 1:
         est = None
-        if len(sides) < 2 or sides[-1] != sides[-2]:  # two probes on one side in a row: bisect instead
+        if hi in probes and (len(sides) < 2 or sides[-1] != sides[-2]):  # two on one side in a row: bisect
             est = _interpolate(probes.get(lo), probes[hi]) or _scale(probes, hi)
         if est is not None:
             r = min(hi - 1, max(lo + 1, math.ceil(est)))
@@ -306,14 +312,16 @@ def _interval(
 
     if answer.pessimistic_problem is None:
         b, slow_probes = fewest_replicas(
-            slow, load, checks, balancer, drain_timeout, max_replicas, n, start=max(n, start(slow))
+            slow, load, checks, balancer, drain_timeout, max_replicas, n, start=max(n, start(slow)), known_miss=n - 1
         )
         if b is None:
             answer.pessimistic_problem = f"no fleet of up to {max_replicas} replicas (raise --max-replicas)"
         else:
             answer.pessimistic, answer.planned = b, slow_probes[b]
     fast = ends["optimistic"]
-    a, _ = fewest_replicas(fast, load, checks, balancer, drain_timeout, max_replicas, n, start=min(n, start(fast)))
+    a, _ = fewest_replicas(
+        fast, load, checks, balancer, drain_timeout, max_replicas, n, start=min(n, start(fast)), known_meet=n
+    )
     answer.optimistic = a
     if answer.planned is None:
         return
