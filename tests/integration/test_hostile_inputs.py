@@ -266,6 +266,8 @@ PROFILES = ROOT / "slabench" / "sim" / "profiles"
 def _profile(tmp_path: Path, base: str, field: str, value: str) -> Path:
     text = (PROFILES / f"{base}.yaml").read_text()
     lines = [f"{field}: {value}" if line.startswith(f"{field}:") else line for line in text.splitlines()]
+    if f"{field}: {value}" not in lines:  # a figure the profile takes from the GPU facts table: stated over it
+        lines.append(f"{field}: {value}")
     path = tmp_path / f"{base}-{field}.yaml"
     path.write_text("\n".join(lines) + "\n")
     return path
