@@ -27,7 +27,7 @@ locustfile: locustfiles/chat_replay.py
 locust_options: {{prompt-tokens: 600, max-tokens: 64}}
 levels: [1, 8, 16]      # one request at a time, the batch full, and a queue as long as the batch
 repeats: 1
-run: {{duration_s: 20, warmup_s: 0}}
+run: {{duration_s: 12, warmup_s: 0}}
 seed: 0
 analysis: {{require_ci: false}}
 output_dir: OUT
@@ -56,7 +56,7 @@ def test_plan_predicts_each_closed_loop_level_of_the_real_time_sweep(tmp_path: P
         if json.loads((run_dir / "run_status.json").read_text()).get("saturated"):
             continue  # the machine, not the model
         (run,) = read_runs([run_dir])
-        assert run.users == level and run.requests >= 20, (level, run.requests)
+        assert run.users == level and run.requests >= 12, (level, run.requests)
         predicted = simulate(run, gpu, model)
         compared[level] = {k: predicted[k] / run.figures[k] - 1 for k in ("throughput_rps", "e2e_p50")}
     print("plan / sweep − 1, per level:", compared)

@@ -82,7 +82,7 @@ locustfile: locustfiles/chat_replay.py
 locust_options: {{prompts: "{prompts}"}}
 levels: [1, 2, 4, 8, 16]
 repeats: 2
-run: {{requests: 80, max_duration_s: 600, stop_timeout_s: 120}}
+run: {{requests: 50, max_duration_s: 600, stop_timeout_s: 120}}
 output_dir: "{out}"
 """
 
