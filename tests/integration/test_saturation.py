@@ -92,9 +92,13 @@ def test_with_a_contract_its_own_measurement_policy_judges_the_saturation(simula
     )  # fmt: skip
     status = json.loads((records.parent / "run_status.json").read_text())
     assert status["saturated"] and status["incomplete_reasons"] == [], status  # the default policy's finding …
-    assert "measurement doubtful: saturated" in res.stderr and "(exit 4)" not in res.stderr, res.stderr[-3000:]
+    assert "measurement doubtful: saturated" in res.stderr, res.stderr[-3000:]
     verdict = json.loads((records.parent / "verdict.json").read_text())
-    assert verdict["measurement"] == "complete" and res.returncode == 0, res.stderr[-3000:]  # … the contract's call
+    assert verdict["measurement"] == "complete", verdict  # … the contract's call
+    if status["stalls"]:  # a busy machine also froze the load generator: no contract judges a freeze
+        assert res.returncode == 4 and "the load generator was frozen" in res.stderr, res.stderr[-3000:]
+    else:
+        assert res.returncode == 0 and "(exit 4)" not in res.stderr, res.stderr[-3000:]
 
 
 def test_a_starved_simulator_makes_the_run_incomplete(simulator, tmp_path):
@@ -106,7 +110,8 @@ def test_a_starved_simulator_makes_the_run_incomplete(simulator, tmp_path):
 
     def starve() -> None:  # the simulator loses the CPU for a second, mid-run: once records show the run is sending
         # and the scraper has its first reading (a starve before it would be in every scrape: no rise to see) —
-        # Locust's start and the scraper's can take seconds on a busy machine
+        # Locust's start and the scraper's can take seconds on a busy machine (the run lasts 10 s so that the starve,
+        # once they have, still falls inside it: with 5 s a busy CI machine once starved it after the run)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not all(p.exists() and p.stat().st_size for p in (records, scrapes)):
             time.sleep(0.05)
@@ -117,7 +122,7 @@ def test_a_starved_simulator_makes_the_run_incomplete(simulator, tmp_path):
     thread = threading.Thread(target=starve)
     thread.start()
     res = run_locust(
-        "-f", "locustfiles/chat_replay.py", "--host", url, "-u", "8", "-r", "8", "-t", "5s", "--stop-timeout", "10",
+        "-f", "locustfiles/chat_replay.py", "--host", url, "-u", "8", "-r", "8", "-t", "10s", "--stop-timeout", "10",
         "--records", str(records), "--prompt-tokens", "16", "--sla", str(contract(tmp_path, "concurrency: 8")),
         "--server-metrics-interval", "0.5",
     )  # fmt: skip
