@@ -18,6 +18,7 @@ from typing import Any
 
 from slabench.core.errors import UserError
 from slabench.core.files import read_text
+from slabench.deploy.hpa import Autoscaler, Rule
 from slabench.plan.serving import CHART_VALUES, merged_values
 
 TEMPLATE = CHART_VALUES.parent / "templates" / "scaledobject.yaml"
@@ -37,6 +38,20 @@ class ScalingRule:
     down_pods: int
     down_period_s: float
     schedule: tuple[float, float] | None  # business hours (start, end) in hours of the day; zero outside
+
+    def autoscaler(self, replicas: int, floor: int, ceiling: int) -> Autoscaler:
+        """The HPA this rule drives, starting at `replicas`, kept within floor…ceiling."""
+        return Autoscaler(
+            Rule(self.counts_running, self.target),
+            replicas,
+            floor,
+            ceiling,
+            self.up_period_s,
+            self.down_window_s,
+            self.down_period_s,
+            self.up_pods,
+            self.down_pods,
+        )
 
     def describe(self) -> str:
         series = "running + waiting" if self.counts_running else "waiting"

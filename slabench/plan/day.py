@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from slabench.deploy.hpa import Autoscaler, Rule
+from slabench.deploy.hpa import Autoscaler
 from slabench.plan.chart_rule import ScalingRule
 from slabench.plan.scaling import flaps
 
@@ -92,17 +92,7 @@ def day_run(
         start = 0
     else:
         start = max(1, rule.min_replicas)
-    hpa = Autoscaler(
-        Rule(rule.counts_running, rule.target),
-        start,
-        max(1, rule.min_replicas),
-        max(max_replicas or rule.max_replicas, 1),
-        rule.up_period_s,
-        rule.down_window_s,
-        rule.down_period_s,
-        rule.up_pods,
-        rule.down_pods,
-    )
+    hpa = rule.autoscaler(start, max(1, rule.min_replicas), max(max_replicas or rule.max_replicas, 1))
     ready_at = [0.0] * start  # per alive replica: when it serves
     in_system = 0.0
     last_active = 0.0

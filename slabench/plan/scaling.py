@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from slabench.deploy.hpa import Autoscaler, Rule
 from slabench.plan.chart_rule import ScalingRule
 from slabench.plan.checks import Check
 from slabench.plan.replay import BALANCERS, Prediction, TokenGaps, _Deadlines, _summarize, type7
@@ -149,17 +148,8 @@ def scaled_replay(
     ttft_good = [(c, good[c]) for c in deadline_checks if c.kind == "ttft"]
     e2e_good = [(c, good[c]) for c in deadline_checks if c.kind == "e2e"]
 
-    hpa = Autoscaler(
-        Rule(rule.counts_running, rule.target),
-        warm,
-        warm,  # the warm fleet is the floor (minReplicas, or a cron trigger's desiredReplicas, set to it)
-        max(max_replicas or rule.max_replicas, warm),
-        rule.up_period_s,
-        rule.down_window_s,
-        rule.down_period_s,
-        rule.up_pods,
-        rule.down_pods,
-    )
+    # the warm fleet is the floor (minReplicas, or a cron trigger's desiredReplicas, set to it)
+    hpa = rule.autoscaler(warm, warm, max(max_replicas or rule.max_replicas, warm))
     fleet: list[_Replica] = []
 
     def new_replica(asked: float, ready_at: float) -> None:
