@@ -14,6 +14,7 @@ import sys
 from rich.console import Console
 
 from slabench.core.errors import UserError
+from slabench.core.textcols import ParagraphHelpFormatter
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="grade a run or sweep against an SLA contract (exit 0 PASS, 1 CONDITIONAL, 2 FAIL, 3 bad input, "
         "4 measurement incomplete)",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=ParagraphHelpFormatter,
     )
     p.add_argument(
         "run_dirs",

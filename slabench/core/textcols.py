@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import argparse
 import shutil
+import textwrap
 from collections.abc import Iterable, Sequence
 
 
@@ -40,3 +42,19 @@ def pack(parts: Iterable[str], width: int, indent: str = "  ", sep: str = "; ") 
     if line:
         lines.append(line)
     return lines
+
+
+class ParagraphHelpFormatter(argparse.HelpFormatter):
+    """A command's description at the terminal's width: each paragraph rewrapped, blank lines between paragraphs
+    kept, and a paragraph with indented lines (an example) left as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out = []
+        for block in textwrap.dedent(text).strip().split("\n\n"):
+            if any(line.startswith(" ") for line in block.splitlines()):
+                out.append(textwrap.indent(block, indent))
+            else:
+                out.append(
+                    textwrap.fill(" ".join(block.split()), width, initial_indent=indent, subsequent_indent=indent)
+                )
+        return "\n\n".join(out)

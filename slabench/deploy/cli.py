@@ -15,6 +15,7 @@ from pathlib import Path
 
 from slabench.core.errors import UserError
 from slabench.core.extras import require
+from slabench.core.textcols import ParagraphHelpFormatter
 from slabench.deploy.plan import (
     DeployPlan,
     Values,
@@ -47,7 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "deploy",
         help="deploy vLLM + Locust on EKS, run the graded load test as a Job, fetch results, uninstall",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=ParagraphHelpFormatter,
     )
     p.add_argument("--dry-run", action="store_true", help="print the rendered manifests of both charts and stop")
     where = p.add_argument_group("where")

@@ -10,6 +10,7 @@ import json
 import sys
 
 from slabench.core.errors import UserError
+from slabench.core.textcols import ParagraphHelpFormatter
 from slabench.fleet import miggate
 from slabench.fleet.facts import load_facts
 from slabench.fleet.image import FLEET_IMAGE, FLEET_IMAGE_ARCH_LIST, FLEET_IMAGE_CUDA, ImageSpec, image_problems
@@ -28,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "check",
         help="check that the serving image runs on every GPU node",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=ParagraphHelpFormatter,
     )
     source = check.add_mutually_exclusive_group(required=True)
     source.add_argument("--nodes", metavar="FILE", help="fleet file (see examples/fleet/nodes.yaml)")
@@ -52,7 +53,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "mig-gate",
         help="remove a MIG pool node's startup taint once mig-manager has sliced its card (runs in the cluster)",
         description=miggate.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=ParagraphHelpFormatter,
     )
     gate.add_argument("--pool", required=True, help="Karpenter NodePool whose nodes are gated, e.g. gpu-g7e-mig")
     gate.add_argument("--taint", default="slabench.io/mig-pending", help="the pool's startup taint key")

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from slabench.core.errors import UserError
 from slabench.core.files import check_output
+from slabench.core.textcols import ParagraphHelpFormatter
 
 if TYPE_CHECKING:
     from slabench.plan.calibrate import MeasuredRun
@@ -59,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "calibrate",
         help="fit a GPU profile (measured step time, KV cache size) from a sweep of a real server",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=ParagraphHelpFormatter,
     )
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a sweep directory, run directories or records")
     p.add_argument("--out", required=True, metavar="FILE", help="the GPU profile to write (YAML)")

@@ -21,6 +21,7 @@ from slabench.core.errors import ExitCode, UserError
 from slabench.core.extras import missing
 from slabench.core.files import check_output
 from slabench.core.runcap import max_run_s
+from slabench.core.textcols import ParagraphHelpFormatter
 from slabench.plan.autoscale_cli import add_options as add_autoscale_options
 from slabench.plan.checks import Check
 from slabench.plan.jsondoc import finite as _finite
@@ -35,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "plan",
         help="fewest replicas per GPU profile meeting the SLA's latency checks under a load, and their cost (no GPU)",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=ParagraphHelpFormatter,
     )
     p.add_argument("--sla", default=str(DEFAULT_CONTRACT), metavar="FILE", help="SLA contract (default: the example)")
     p.add_argument(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import re
 from pathlib import Path
 
@@ -192,3 +193,17 @@ def test_dataset_stats(capsys, monkeypatch):
 @pytest.fixture(autouse=True)
 def _no_terminal(monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
+
+
+@pytest.mark.parametrize("command", ["", "plan", "calibrate", "grade", "deploy", "fleet", "sweep", "recover"])
+def test_every_commands_help_reads_at_80_columns(command):
+    """A command's help in a CI log or a pipe: its description rewrapped per paragraph, never a 118-column line
+    (plan, calibrate, grade, deploy and fleet once printed their docstrings as written)."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "slabench", *([command] if command else []), "--help"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    wide = [line for line in out.stdout.splitlines() if len(line) > 80]
+    assert not wide, wide
