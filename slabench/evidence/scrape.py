@@ -41,9 +41,8 @@ from urllib.parse import urlsplit
 import gevent
 from prometheus_client.parser import text_string_to_metric_families
 
-from slabench.core.boundary import loads
 from slabench.core.errors import UserError
-from slabench.core.files import read_text
+from slabench.core.jsonl import read_json_lines
 from slabench.evidence.provenance import SELECTOR_ENV
 
 SCHEMA_VERSION = 1
@@ -214,28 +213,18 @@ def read_scrapes(path: str | Path, run_id: str | None = None) -> list[dict[str, 
         p = p / FILE_NAME
     if not p.exists():
         return []
-    lines = read_text(p, cut_tail=True).split("\n")
-    rows = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = loads(line)
-            _check_scrape(row)
-        except ValueError as e:
-            if n == len(lines):  # the scraper was killed mid-line
-                break
-            raise UserError(f"{p}:{n}: not a server-metrics scrape ({e}); was the file edited?") from None
-        rows.append(row)
+    lines = read_json_lines(p, _checked_scrape, "not a server-metrics scrape", "was the file edited?")
+    rows = [row for _, row in lines]
     if run_id is not None:
         rows = [r for r in rows if r.get("run_id") == run_id]
     return sorted(rows, key=lambda r: r["t"])
 
 
-def _check_scrape(row: Any) -> None:
-    """A scrape as `Scraper.scrape_once` writes it: a finite wall time `t`, and its metric sections (gauges,
-    counters, histograms, deltas) maps whose every value is a finite number or such a map; only a histogram's `sum`
-    may be negative (a server may observe negative values, and then the sum falls), every other value is a count."""
+def _checked_scrape(row: Any) -> dict[str, Any]:
+    """`row`, checked as a scrape as `Scraper.scrape_once` writes it: a finite wall time `t`, and its metric
+    sections (gauges, counters, histograms, deltas) maps whose every value is a finite number or such a map; only a
+    histogram's `sum` may be negative (a server may observe negative values, and then the sum falls), every other
+    value is a count."""
     if not isinstance(row, dict):
         raise ValueError("not a JSON object")
     t = row.get("t")
@@ -248,6 +237,7 @@ def _check_scrape(row: Any) -> None:
             if not isinstance(row[section], dict):
                 raise ValueError(f"{section} is {row[section]!r}; it is a map of metrics")
             _check_values(row[section], section)
+    return row
 
 
 def _check_values(value: Any, where: str) -> None:
