@@ -33,7 +33,7 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -487,18 +487,31 @@ def _wait_for_stop(stdin: Any, seconds: float) -> bool:
     return not line or line.strip() == "stop"
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", required=True, help="the /metrics URL, e.g. http://127.0.0.1:8000/metrics")
+def add_poll_options(p: argparse.ArgumentParser) -> None:
+    """What every poller's command line takes (this one's, and the serving pods' in `pod_scrape`): where its scrapes
+    go, how often, the run id on them, and whether stdin stops it; `poll` runs it so."""
     p.add_argument("--out", required=True, help=f"JSON Lines file to append to (usually runs/<id>/{FILE_NAME})")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between scrapes")
     p.add_argument("--run-id", default="", help="stamped on every line")
-    p.add_argument("--api-key-env", default="", help="environment variable holding a bearer token, if needed")
-    p.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
     p.add_argument(
         "--stdin-control",
         action="store_true",
         help="also stop on a `stop` line or end of input on stdin (how Locust runs it: a dead parent ends it too)",
     )
+
+
+def poll(a: argparse.Namespace, make_scraper: Callable[[], Scraper]) -> int:
+    """Run the scraper `make_scraper` builds as the poll options in `a` say, once its --interval is checked."""
+    if a.interval <= 0:
+        raise UserError(f"--interval {a.interval}: must be > 0 seconds, e.g. --interval 1")
+    return run(make_scraper(), a.interval, stdin=sys.stdin if a.stdin_control else None)
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", required=True, help="the /metrics URL, e.g. http://127.0.0.1:8000/metrics")
+    add_poll_options(p)
+    p.add_argument("--api-key-env", default="", help="environment variable holding a bearer token, if needed")
+    p.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -510,18 +523,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _run_args(a: argparse.Namespace) -> int:
     from slabench.core.api_key import api_key_from_env
-    from slabench.core.errors import UserError
 
-    if a.interval <= 0:
-        raise UserError(f"--interval {a.interval}: must be > 0 seconds, e.g. --interval 1")
-    key = api_key_from_env(a.api_key_env) if a.api_key_env else None
-    scraper = Scraper(a.url, a.out, run_id=a.run_id, api_key=key, verify_tls=not a.insecure)
-    return run(scraper, a.interval, stdin=sys.stdin if a.stdin_control else None)
+    def scraper() -> Scraper:
+        key = api_key_from_env(a.api_key_env) if a.api_key_env else None
+        return Scraper(a.url, a.out, run_id=a.run_id, api_key=key, verify_tls=not a.insecure)
+
+    return poll(a, scraper)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from slabench.core.errors import UserError
-
     p = argparse.ArgumentParser(prog="python -m slabench.evidence.scrape", description=__doc__.split("\n\n")[0])
     _add_arguments(p)
     try:
