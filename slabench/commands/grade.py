@@ -14,16 +14,16 @@ import sys
 from rich.console import Console
 
 from slabench.core.errors import UserError
-from slabench.core.textcols import ParagraphHelpFormatter
+from slabench.core.textcols import add_documented_command
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+    p = add_documented_command(
+        sub,
         "grade",
-        help="grade a run or sweep against an SLA contract (exit 0 PASS, 1 CONDITIONAL, 2 FAIL, 3 bad input, "
+        "grade a run or sweep against an SLA contract (exit 0 PASS, 1 CONDITIONAL, 2 FAIL, 3 bad input, "
         "4 measurement incomplete)",
-        description=__doc__,
-        formatter_class=ParagraphHelpFormatter,
+        __doc__,
     )
     p.add_argument(
         "run_dirs",

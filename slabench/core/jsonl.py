@@ -1,11 +1,19 @@
-"""One JSON Lines line, as every records file, spool and download writes it."""
+"""JSON Lines as every records file, spool, scrape log and download writes it, and reads it back."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
 
 import orjson
+
+from slabench.core.boundary import loads
+from slabench.core.errors import UserError
+from slabench.core.files import read_text
+
+T = TypeVar("T")
 
 
 def json_line(obj: dict[str, Any]) -> bytes:
@@ -24,3 +32,20 @@ def _number(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def read_json_lines(path: Path, parse: Callable[[Any], T], what: str, hint: str) -> Iterator[tuple[int, T]]:
+    """(line number, `parse` of its JSON value) for each non-blank line of a file a killed writer may have cut: the
+    last line, when it does not load or `parse` refuses it (ValueError, TypeError, KeyError), is the one cut
+    mid-write and is dropped; any other such line is a UserError `PATH:LINE: what (why); hint`."""
+    lines = read_text(path, cut_tail=True).split("\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = parse(loads(line))
+        except (ValueError, TypeError, KeyError) as e:
+            if n == len(lines):  # the last line, without its newline: the writer died mid-line
+                return
+            raise UserError(f"{path}:{n}: {what} ({e}); {hint}") from None
+        yield n, value

@@ -239,6 +239,26 @@ def parse_window(value: str) -> tuple[float, float] | None:
     return start, end
 
 
+def add_queue_file_options(group: Any, file_option: str) -> None:
+    """The options that say how to read the queue file `file_option` names (the burst shape's --burst-queue, the
+    planner's --queue): its format, the window of it replayed, a Mooncake trace's block size."""
+    group.add_argument(
+        "--queue-format",
+        choices=("auto", "queue", *FORMATS),
+        default="auto",
+        help=f"the {file_option} file's format (auto: by its header; docs/shapes.md)",
+    )
+    group.add_argument(
+        "--queue-window", default="", metavar="START:END", help="replay only these seconds of the queue, e.g. 0:600"
+    )
+    group.add_argument(
+        "--queue-block-tokens",
+        type=int,
+        default=BLOCK_TOKENS,
+        help=f"prompt tokens per Mooncake hash id (its traces: {BLOCK_TOKENS})",
+    )
+
+
 # -- public traces --------------------------------------------------------------------------------------------------
 BLOCK_TOKENS = 512  # the published Mooncake traces' block size
 AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")

@@ -17,10 +17,9 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from slabench.core.boundary import loads, repeat_message, repeated_id
+from slabench.core.boundary import repeat_message, repeated_id
 from slabench.core.errors import UserError
-from slabench.core.files import read_text
-from slabench.core.jsonl import json_line
+from slabench.core.jsonl import json_line, read_json_lines
 from slabench.core.record import _FIELDS, RecordError, RequestRecord
 
 FLUSH_INTERVAL_S = 1.0
@@ -182,16 +181,7 @@ def read_records(path: str | Path) -> list[RequestRecord]:
         out = [_record(r, f"{p}: record {i}") for i, r in enumerate(rows, 1)]
         return _once_each(out, list(range(1, len(out) + 1)), p, "record")
     out, numbers = [], []
-    lines = read_text(p, cut_tail=True).split("\n")
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = loads(line)
-        except ValueError as e:
-            if n == len(lines):  # trailing partial line without newline: the run was killed mid-write
-                break
-            raise UserError(f"{p}:{n}: not a valid record ({e}); was the file edited by hand?") from None
+    for n, row in read_json_lines(p, lambda row: row, "not a valid record", "was the file edited by hand?"):
         out.append(_record(row, f"{p}:{n}"))
         numbers.append(n)
     return _once_each(out, numbers, p, "line")

@@ -58,3 +58,11 @@ class ParagraphHelpFormatter(argparse.HelpFormatter):
                     textwrap.fill(" ".join(block.split()), width, initial_indent=indent, subsequent_indent=indent)
                 )
         return "\n\n".join(out)
+
+
+def add_documented_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str, doc: str | None
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help opens with `doc` (its module's docstring) rewrapped per paragraph at the terminal's
+    width, so a docstring written at the source's 120 columns still reads at 80."""
+    return sub.add_parser(name, help=help, description=doc, formatter_class=ParagraphHelpFormatter)

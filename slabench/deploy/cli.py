@@ -15,7 +15,7 @@ from pathlib import Path
 
 from slabench.core.errors import UserError
 from slabench.core.extras import require
-from slabench.core.textcols import ParagraphHelpFormatter
+from slabench.core.textcols import add_documented_command
 from slabench.deploy.plan import (
     DeployPlan,
     Values,
@@ -44,11 +44,11 @@ def default_charts_dir() -> Path:
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser(
+    p = add_documented_command(
+        subparsers,
         "deploy",
-        help="deploy vLLM + Locust on EKS, run the graded load test as a Job, fetch results, uninstall",
-        description=__doc__,
-        formatter_class=ParagraphHelpFormatter,
+        "deploy vLLM + Locust on EKS, run the graded load test as a Job, fetch results, uninstall",
+        __doc__,
     )
     p.add_argument("--dry-run", action="store_true", help="print the rendered manifests of both charts and stop")
     where = p.add_argument_group("where")

@@ -217,20 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
+    from slabench.core.errors import UserError
     from slabench.evidence.provenance import kube_api, serving_pod_metrics_urls
-    from slabench.evidence.scrape import run
+    from slabench.evidence.scrape import add_poll_options, poll
 
     p = argparse.ArgumentParser(prog="python -m slabench.evidence.pod_scrape", description=__doc__.split("\n\n")[0])
     p.add_argument("--pods", required=True, help="label selector of the serving pods, e.g. app=vllm")
     p.add_argument("--namespace", default=None, help="their namespace (default: $POD_NAMESPACE, else this pod's)")
-    p.add_argument("--out", required=True, help="JSON Lines file to append to (usually runs/<id>/server_metrics.jsonl)")
-    p.add_argument("--interval", type=float, default=1.0, help="seconds between scrapes")
-    p.add_argument("--run-id", default="", help="stamped on every line")
-    p.add_argument("--stdin-control", action="store_true", help="also stop on a `stop` line or end of input")
+    add_poll_options(p)
     a = p.parse_args(argv)
-    if a.interval <= 0:
-        print(f"slabench: --interval {a.interval}: must be > 0 seconds, e.g. --interval 1", file=sys.stderr)
-        return 3
     selector, namespace = a.pods, a.namespace
     api: list[Any] = []  # one API client for the whole run, made at the first listing (its errors are the lister's)
 
@@ -239,8 +234,11 @@ def main(argv: list[str] | None = None) -> int:
             api.append(kube_api(namespace)[0].api_client)
         return serving_pod_metrics_urls(selector, namespace, api[0])
 
-    scraper = PodsScraper(list_pods, f"the serving pods {selector}", a.out, a.run_id)
-    return run(scraper, a.interval, stdin=sys.stdin if a.stdin_control else None)
+    try:
+        return poll(a, lambda: PodsScraper(list_pods, f"the serving pods {selector}", a.out, a.run_id))
+    except UserError as e:
+        print(f"slabench: {e}", file=sys.stderr)
+        return e.exit_code
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,9 +41,8 @@ from urllib.parse import urlsplit
 import gevent
 from prometheus_client.parser import text_string_to_metric_families
 
-from slabench.core.boundary import loads
 from slabench.core.errors import UserError
-from slabench.core.files import read_text
+from slabench.core.jsonl import read_json_lines
 from slabench.evidence.provenance import SELECTOR_ENV
 
 SCHEMA_VERSION = 1
@@ -214,28 +213,18 @@ def read_scrapes(path: str | Path, run_id: str | None = None) -> list[dict[str, 
         p = p / FILE_NAME
     if not p.exists():
         return []
-    lines = read_text(p, cut_tail=True).split("\n")
-    rows = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = loads(line)
-            _check_scrape(row)
-        except ValueError as e:
-            if n == len(lines):  # the scraper was killed mid-line
-                break
-            raise UserError(f"{p}:{n}: not a server-metrics scrape ({e}); was the file edited?") from None
-        rows.append(row)
+    lines = read_json_lines(p, _checked_scrape, "not a server-metrics scrape", "was the file edited?")
+    rows = [row for _, row in lines]
     if run_id is not None:
         rows = [r for r in rows if r.get("run_id") == run_id]
     return sorted(rows, key=lambda r: r["t"])
 
 
-def _check_scrape(row: Any) -> None:
-    """A scrape as `Scraper.scrape_once` writes it: a finite wall time `t`, and its metric sections (gauges,
-    counters, histograms, deltas) maps whose every value is a finite number or such a map; only a histogram's `sum`
-    may be negative (a server may observe negative values, and then the sum falls), every other value is a count."""
+def _checked_scrape(row: Any) -> dict[str, Any]:
+    """`row`, checked as a scrape as `Scraper.scrape_once` writes it: a finite wall time `t`, and its metric
+    sections (gauges, counters, histograms, deltas) maps whose every value is a finite number or such a map; only a
+    histogram's `sum` may be negative (a server may observe negative values, and then the sum falls), every other
+    value is a count."""
     if not isinstance(row, dict):
         raise ValueError("not a JSON object")
     t = row.get("t")
@@ -248,6 +237,7 @@ def _check_scrape(row: Any) -> None:
             if not isinstance(row[section], dict):
                 raise ValueError(f"{section} is {row[section]!r}; it is a map of metrics")
             _check_values(row[section], section)
+    return row
 
 
 def _check_values(value: Any, where: str) -> None:
@@ -497,18 +487,31 @@ def _wait_for_stop(stdin: Any, seconds: float) -> bool:
     return not line or line.strip() == "stop"
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", required=True, help="the /metrics URL, e.g. http://127.0.0.1:8000/metrics")
+def add_poll_options(p: argparse.ArgumentParser) -> None:
+    """What every poller's command line takes (this one's, and the serving pods' in `pod_scrape`): where its scrapes
+    go, how often, the run id on them, and whether stdin stops it; `poll` runs it so."""
     p.add_argument("--out", required=True, help=f"JSON Lines file to append to (usually runs/<id>/{FILE_NAME})")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between scrapes")
     p.add_argument("--run-id", default="", help="stamped on every line")
-    p.add_argument("--api-key-env", default="", help="environment variable holding a bearer token, if needed")
-    p.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
     p.add_argument(
         "--stdin-control",
         action="store_true",
         help="also stop on a `stop` line or end of input on stdin (how Locust runs it: a dead parent ends it too)",
     )
+
+
+def poll(a: argparse.Namespace, make_scraper: Callable[[], Scraper]) -> int:
+    """Run the scraper `make_scraper` builds as the poll options in `a` say, once its --interval is checked."""
+    if a.interval <= 0:
+        raise UserError(f"--interval {a.interval}: must be > 0 seconds, e.g. --interval 1")
+    return run(make_scraper(), a.interval, stdin=sys.stdin if a.stdin_control else None)
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", required=True, help="the /metrics URL, e.g. http://127.0.0.1:8000/metrics")
+    add_poll_options(p)
+    p.add_argument("--api-key-env", default="", help="environment variable holding a bearer token, if needed")
+    p.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -520,18 +523,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _run_args(a: argparse.Namespace) -> int:
     from slabench.core.api_key import api_key_from_env
-    from slabench.core.errors import UserError
 
-    if a.interval <= 0:
-        raise UserError(f"--interval {a.interval}: must be > 0 seconds, e.g. --interval 1")
-    key = api_key_from_env(a.api_key_env) if a.api_key_env else None
-    scraper = Scraper(a.url, a.out, run_id=a.run_id, api_key=key, verify_tls=not a.insecure)
-    return run(scraper, a.interval, stdin=sys.stdin if a.stdin_control else None)
+    def scraper() -> Scraper:
+        key = api_key_from_env(a.api_key_env) if a.api_key_env else None
+        return Scraper(a.url, a.out, run_id=a.run_id, api_key=key, verify_tls=not a.insecure)
+
+    return poll(a, scraper)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from slabench.core.errors import UserError
-
     p = argparse.ArgumentParser(prog="python -m slabench.evidence.scrape", description=__doc__.split("\n\n")[0])
     _add_arguments(p)
     try:

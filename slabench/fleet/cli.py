@@ -10,7 +10,7 @@ import json
 import sys
 
 from slabench.core.errors import UserError
-from slabench.core.textcols import ParagraphHelpFormatter
+from slabench.core.textcols import add_documented_command
 from slabench.fleet import miggate
 from slabench.fleet.facts import load_facts
 from slabench.fleet.image import FLEET_IMAGE, FLEET_IMAGE_ARCH_LIST, FLEET_IMAGE_CUDA, ImageSpec, image_problems
@@ -25,12 +25,7 @@ EXIT_OK, EXIT_INCOMPATIBLE = 0, 1
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fleet = subparsers.add_parser("fleet", help="GPU fleet tools", description="GPU fleet tools.")
     sub = fleet.add_subparsers(dest="fleet_command", required=True)
-    check = sub.add_parser(
-        "check",
-        help="check that the serving image runs on every GPU node",
-        description=__doc__,
-        formatter_class=ParagraphHelpFormatter,
-    )
+    check = add_documented_command(sub, "check", "check that the serving image runs on every GPU node", __doc__)
     source = check.add_mutually_exclusive_group(required=True)
     source.add_argument("--nodes", metavar="FILE", help="fleet file (see examples/fleet/nodes.yaml)")
     source.add_argument("--from-cluster", action="store_true", help="read the nodes from Kubernetes (node labels)")
@@ -49,11 +44,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     check.add_argument("--format", choices=("table", "json"), default="table")
     check.set_defaults(func=run_check)
 
-    gate = sub.add_parser(
+    gate = add_documented_command(
+        sub,
         "mig-gate",
-        help="remove a MIG pool node's startup taint once mig-manager has sliced its card (runs in the cluster)",
-        description=miggate.__doc__,
-        formatter_class=ParagraphHelpFormatter,
+        "remove a MIG pool node's startup taint once mig-manager has sliced its card (runs in the cluster)",
+        miggate.__doc__,
     )
     gate.add_argument("--pool", required=True, help="Karpenter NodePool whose nodes are gated, e.g. gpu-g7e-mig")
     gate.add_argument("--taint", default="slabench.io/mig-pending", help="the pool's startup taint key")

@@ -8,16 +8,27 @@ from functools import cache
 from importlib import resources
 from itertools import pairwise
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from slabench.core.config import StrictModel, load_model
 from slabench.fleet.versions import ComputeCapability, CudaVersion, DriverVersion
 
 
-def _check(parse: Callable[[str], object], value: str) -> str:
-    parse(value)  # raises ValueError with a user-facing message
-    return value
+def _parsed_by(parse: Callable[[str], object]) -> AfterValidator:
+    """A text field kept as written once `parse` accepts it (it raises ValueError with a user-facing message)."""
+
+    def check(value: str) -> str:
+        parse(value)
+        return value
+
+    return AfterValidator(check)
+
+
+DriverText = Annotated[str, _parsed_by(DriverVersion.parse)]
+CudaText = Annotated[str, _parsed_by(CudaVersion.parse)]
+CapabilityText = Annotated[str, _parsed_by(ComputeCapability.parse)]
 
 
 class Source(StrictModel):
@@ -28,20 +39,15 @@ class Source(StrictModel):
 
 
 class MigFacts(StrictModel):
-    min_driver: str
+    min_driver: DriverText
     max_instances: int = Field(gt=0)
     profiles: list[str] = Field(min_length=1)
     source: str
 
-    @field_validator("min_driver")
-    @classmethod
-    def _valid_driver(cls, v: str) -> str:
-        return _check(DriverVersion.parse, v)
-
 
 class GpuFacts(StrictModel):
     name: str
-    compute_capability: str
+    compute_capability: CapabilityText
     memory_gib: int = Field(gt=0)
     # The simulator's roofline inputs (approximate public figures): what the node reports as its GPU memory, and the
     # card's peak memory bandwidth and dense BF16 tensor throughput. A GPU only the fleet check knows may omit them.
@@ -52,11 +58,6 @@ class GpuFacts(StrictModel):
     gfd_products: tuple[str, ...] = ()
     source: str
     mig: MigFacts | None = None
-
-    @field_validator("compute_capability")
-    @classmethod
-    def _valid_cc(cls, v: str) -> str:
-        return _check(ComputeCapability.parse, v)
 
     @property
     def cc(self) -> ComputeCapability:
@@ -71,19 +72,9 @@ class InstanceFamily(StrictModel):
 
 class DriverBranch(StrictModel):
     branch: int
-    min_driver: str
-    max_cuda: str
+    min_driver: DriverText
+    max_cuda: CudaText
     source: str
-
-    @field_validator("min_driver")
-    @classmethod
-    def _valid_driver(cls, v: str) -> str:
-        return _check(DriverVersion.parse, v)
-
-    @field_validator("max_cuda")
-    @classmethod
-    def _valid_cuda(cls, v: str) -> str:
-        return _check(CudaVersion.parse, v)
 
 
 class MinorCompat(StrictModel):
@@ -93,13 +84,8 @@ class MinorCompat(StrictModel):
 
 
 class NvccArch(StrictModel):
-    min_cuda: str
-    max_cuda: str | None = None
-
-    @field_validator("min_cuda", "max_cuda")
-    @classmethod
-    def _valid_cuda(cls, v: str | None) -> str | None:
-        return v if v is None else _check(CudaVersion.parse, v)
+    min_cuda: CudaText
+    max_cuda: CudaText | None = None
 
 
 class NvccTargets(StrictModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar, Self
 
 _CUDA_RE = re.compile(r"^(\d+)\.(\d+)(?:\.\d+)?$")
 _DRIVER_RE = re.compile(r"^\d+(?:\.\d+){0,2}$")
@@ -13,19 +14,28 @@ _ARCH_RE = re.compile(r"^(\d+)\.(\d)([af]?)(\+PTX)?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True, order=True)
-class CudaVersion:
+class _MajorMinor:
+    """MAJOR.MINOR, ordered numerically (only against its own kind)."""
+
     major: int
     minor: int
+    _pattern: ClassVar[re.Pattern[str]]
+    _refusal: ClassVar[str]  # "not a ...: {text} (expected ...)"
 
     @classmethod
-    def parse(cls, text: str) -> CudaVersion:
-        m = _CUDA_RE.match(str(text).strip())
+    def parse(cls, text: str) -> Self:
+        m = cls._pattern.match(str(text).strip())
         if not m:
-            raise ValueError(f"not a CUDA version: {text!r} (expected MAJOR.MINOR such as '12.9', or '12.9.1')")
+            raise ValueError(cls._refusal.format(text=repr(text)))
         return cls(int(m.group(1)), int(m.group(2)))
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"
+
+
+class CudaVersion(_MajorMinor):
+    _pattern = _CUDA_RE
+    _refusal = "not a CUDA version: {text} (expected MAJOR.MINOR such as '12.9', or '12.9.1')"
 
 
 @dataclass(frozen=True)
@@ -54,24 +64,13 @@ class DriverVersion:
         return self.text
 
 
-@dataclass(frozen=True, order=True)
-class ComputeCapability:
-    major: int
-    minor: int
-
-    @classmethod
-    def parse(cls, text: str) -> ComputeCapability:
-        m = _CC_RE.match(str(text).strip())
-        if not m:
-            raise ValueError(f"not a compute capability: {text!r} (expected MAJOR.MINOR such as '8.9')")
-        return cls(int(m.group(1)), int(m.group(2)))
+class ComputeCapability(_MajorMinor):
+    _pattern = _CC_RE
+    _refusal = "not a compute capability: {text} (expected MAJOR.MINOR such as '8.9')"
 
     @property
     def sm(self) -> str:
         return f"sm_{self.major}{self.minor}"
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}"
 
 
 @dataclass(frozen=True)

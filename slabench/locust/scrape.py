@@ -25,6 +25,7 @@ from locust.runners import WorkerRunner
 
 from slabench.core.errors import UserError
 from slabench.evidence.scrape import FILE_NAME, check_option, metrics_url, pods_selector
+from slabench.locust.hooks import install_once
 
 log = logging.getLogger("slabench")
 READY_TIMEOUT_S = 20.0
@@ -153,9 +154,6 @@ def _stop(environment: Any) -> None:
 
 def install(hooks: Any = events) -> None:
     """Register on Locust's hooks once (idempotent), from `slabench.locust.plugin.install` (the hub exists at init)."""
-    if getattr(hooks, "_slabench_scrape_installed", False):
-        return
-    hooks._slabench_scrape_installed = True
-    hooks.init_command_line_parser.add_listener(add_options)
-    hooks.init.add_listener(_on_init)
-    hooks.quitting.add_listener(lambda environment, **_: _stop(environment))  # the hub's stop takes the closing scrape
+    if install_once(hooks, "scrape", add_options, _on_init):
+        # the hub's stop takes the closing scrape
+        hooks.quitting.add_listener(lambda environment, **_: _stop(environment))

@@ -29,6 +29,7 @@ from locust.runners import WorkerRunner
 
 from slabench.core.errors import ExitCode, UserError
 from slabench.locust.env_state import hub_of, options
+from slabench.locust.hooks import install_once
 
 log = logging.getLogger("slabench.sla")
 
@@ -152,8 +153,4 @@ def _grade(environment: Environment, hook: SlaHook) -> None:
 
 def install(hooks: Any = events) -> None:
     """Register the SLA hook on Locust's event hooks (idempotent)."""
-    if getattr(hooks, "_slabench_sla_installed", False):
-        return
-    hooks._slabench_sla_installed = True
-    hooks.init_command_line_parser.add_listener(add_options)
-    hooks.init.add_listener(_on_init)
+    install_once(hooks, "sla", add_options, _on_init)

@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slabench.core.boundary import loads, repeat_message, row_problem
+from slabench.core.boundary import repeat_message, row_problem
 from slabench.core.errors import UserError
-from slabench.core.files import read_text
-from slabench.core.jsonl import json_line
+from slabench.core.jsonl import json_line, read_json_lines
 from slabench.core.record import FIELD_TYPES, META_FIELDS, ErrorCategory, RequestRecord
 
 BEGAN = "began"
@@ -85,28 +84,26 @@ def read_journal(path: str | Path) -> JournalContents:
     p = Path(path)
     out = JournalContents()
     where: dict[str, int] = {}  # request id → the line of its record
-    lines = read_text(p, cut_tail=True).split("\n")
-    for n, raw in enumerate(lines, 1):
-        if not raw.strip():
+    lines = read_json_lines(p, _journal_line, "not a spool or records line", "is this a slabench spool file?")
+    for n, (rid, obj, began) in lines:
+        if began:
+            out.began[rid] = obj
             continue
-        try:
-            obj = loads(raw)
-            if not isinstance(obj, dict):
-                raise ValueError("not a JSON object")
-            if BEGAN in obj:
-                rid, meta = _began(obj[BEGAN])
-                out.began[rid] = meta
-                continue
-            rid = RequestRecord.from_dict(obj).request_id  # validates
-        except (ValueError, TypeError, KeyError) as e:
-            if n == len(lines):  # the last line, without its newline: the process died mid-write
-                break
-            raise UserError(f"{p}:{n}: not a spool or records line ({e}); is this a slabench spool file?") from None
         if rid in where:
             raise UserError(f"{p}: {repeat_message(rid, [where[rid], n], 'line')}")
         where[rid] = n
         out.records.append(obj)
     return out
+
+
+def _journal_line(obj: Any) -> tuple[str, dict[str, Any], bool]:
+    """A journal line's request id, then its meta and True (a `began` line) or the line itself and False (a valid
+    record)."""
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    if BEGAN in obj:
+        return (*_began(obj[BEGAN]), True)
+    return RequestRecord.from_dict(obj).request_id, obj, False
 
 
 def _began(meta: Any) -> tuple[str, dict[str, Any]]:

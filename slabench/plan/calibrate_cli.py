@@ -17,7 +17,7 @@ from rich.table import Table
 
 from slabench.core.errors import UserError
 from slabench.core.files import check_output
-from slabench.core.textcols import ParagraphHelpFormatter
+from slabench.core.textcols import add_documented_command
 
 if TYPE_CHECKING:
     from slabench.plan.calibrate import MeasuredRun
@@ -56,11 +56,8 @@ class CalibrationView:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "calibrate",
-        help="fit a GPU profile (measured step time, KV cache size) from a sweep of a real server",
-        description=__doc__,
-        formatter_class=ParagraphHelpFormatter,
+    p = add_documented_command(
+        sub, "calibrate", "fit a GPU profile (measured step time, KV cache size) from a sweep of a real server", __doc__
     )
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a sweep directory, run directories or records")
     p.add_argument("--out", required=True, metavar="FILE", help="the GPU profile to write (YAML)")

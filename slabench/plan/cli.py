@@ -20,8 +20,9 @@ from typing import Any
 from slabench.core.errors import ExitCode, UserError
 from slabench.core.extras import missing
 from slabench.core.files import check_output
+from slabench.core.queue import add_queue_file_options
 from slabench.core.runcap import max_run_s
-from slabench.core.textcols import ParagraphHelpFormatter
+from slabench.core.textcols import add_documented_command
 from slabench.plan.autoscale_cli import add_options as add_autoscale_options
 from slabench.plan.checks import Check
 from slabench.plan.jsondoc import finite as _finite
@@ -32,11 +33,11 @@ DEFAULT_CONTRACT = Path(__file__).resolve().parents[2] / "sla" / "config_sla_exa
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+    p = add_documented_command(
+        sub,
         "plan",
-        help="fewest replicas per GPU profile meeting the SLA's latency checks under a load, and their cost (no GPU)",
-        description=__doc__,
-        formatter_class=ParagraphHelpFormatter,
+        "fewest replicas per GPU profile meeting the SLA's latency checks under a load, and their cost (no GPU)",
+        __doc__,
     )
     p.add_argument("--sla", default=str(DEFAULT_CONTRACT), metavar="FILE", help="SLA contract (default: the example)")
     p.add_argument(
@@ -55,14 +56,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     g = p.add_argument_group("load")
     g.add_argument("--load", choices=LOADS, default=None, help="what to replay (default: burst, or queue with --queue)")
     g.add_argument("--queue", metavar="FILE", help="a queue file (CSV/JSONL with offset_s) or a public trace")
-    g.add_argument(
-        "--queue-format",
-        choices=["auto", "queue", "mooncake", "azure", "burstgpt"],
-        default="auto",
-        help="the --queue file's format (auto: by its header; docs/shapes.md)",
-    )
-    g.add_argument("--queue-window", default="", metavar="START:END", help="only these seconds of the queue")
-    g.add_argument("--queue-block-tokens", type=int, default=512, help="prompt tokens per Mooncake hash id")
+    add_queue_file_options(g, "--queue")
     g.add_argument("--dataset-dir", default="datasets", help="the workload dataset (burst/gamma queues, lengths)")
     g.add_argument("--task", choices=("verbose", "terse"), default="verbose", help="grading task (answer lengths)")
     g.add_argument("--rate-rps", type=float, help="rate: requests per second")

@@ -89,6 +89,11 @@ class PlannedLoad:
         return float(self.duration_s or 0.0)
 
 
+def arrivals_load(name: str, description: str, mix: Mix, offsets: np.ndarray) -> PlannedLoad:
+    """An open-loop load whose n-th arrival takes mix row n."""
+    return PlannedLoad(name, description, mix, offsets=offsets, rows=np.arange(len(offsets)))
+
+
 def capped_load(load: PlannedLoad, cap_s: float | None) -> PlannedLoad:
     """The load's first `cap_s` seconds (SLABENCH_MAX_RUN_S: a smoke run of a printed command); None: unchanged."""
     if cap_s is None:
@@ -176,13 +181,7 @@ def dataset_load(dataset_dir: str | Path, kind: str, task: str, workers: int = 2
     mix = call_mix(_calls(queue), task, f"{path} ({task} task)", path.read_bytes(), workers)
     offsets = np.array([q.offset_s for q in queue])
     window = offsets[-1] if len(offsets) else 0.0
-    return PlannedLoad(
-        kind,
-        f"{kind} queue {path}: {len(queue):,} requests over {window:.0f} s",
-        mix,
-        offsets=offsets,
-        rows=np.arange(len(queue)),
-    )
+    return arrivals_load(kind, f"{kind} queue {path}: {len(queue):,} requests over {window:.0f} s", mix, offsets)
 
 
 def _calls(rows: Sequence[QueueItem]) -> list[tuple[str, int, float, int, str]]:
@@ -260,12 +259,11 @@ def queue_file_load(
     else:
         mix = burst_mix()
         how = "lengths: the burst's calls in turn"
-    return PlannedLoad(
+    return arrivals_load(
         "queue",
         f"queue file {path}: {len(rows):,} requests over {offsets[-1] - offsets[0]:.0f} s ({how})",
         mix,
-        offsets=offsets,
-        rows=np.arange(len(rows)),
+        offsets,
     )
 
 
@@ -292,12 +290,11 @@ def rate_load(mix: Mix, rate_rps: float, duration_s: float, burstiness: float = 
     if not arrivals:
         raise UserError(f"--rate-rps {rate_rps:g} over --duration {duration_s:g} s gives no request; raise either")
     offsets = np.array([a.offset for a in arrivals])
-    return PlannedLoad(
+    return arrivals_load(
         "rate",
         f"{rate_rps:g} req/s for {duration_s:g} s (burstiness {burstiness:g}, seed {seed}): {len(offsets):,} requests",
         mix,
-        offsets=offsets,
-        rows=np.arange(len(offsets)),
+        offsets,
     )
 
 
@@ -314,12 +311,11 @@ def diurnal_load(
     offsets = np.array([a.offset for a in day.arrivals(burstiness, seed)])
     if not len(offsets):
         raise UserError("--diurnal-peak-rps: the day has no request; raise the peak rate or the day's length")
-    return PlannedLoad(
+    return arrivals_load(
         "diurnal",
         f"office day at peak {peak_rps:g} req/s in {day_minutes:g} min × {days} day(s): {len(offsets):,} requests",
         mix,
-        offsets=offsets,
-        rows=np.arange(len(offsets)),
+        offsets,
     )
 
 

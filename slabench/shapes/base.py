@@ -26,6 +26,7 @@ from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 from slabench.core.errors import UserError
 from slabench.core.record import ErrorCategory, RequestRecord, StageUnit, stage_fields
 from slabench.locust.distributed import fail_at_start
+from slabench.locust.hooks import install_once
 from slabench.locust.openloop import Dispatcher, OpenLoopItem, item_meta, merge_reports, summary_line
 from slabench.locust.plugin import LLMUser, refresh_loop_clock
 from slabench.locust.plugin import install as install_plugin
@@ -555,11 +556,8 @@ def _runtime(environment: Any, method: str) -> None:
 def install(shape_class: type[SlabenchShape], hooks: Any = events) -> None:
     """Register the shape machinery once per event hooks, and `shape_class`'s options once per alias."""
     install_plugin(hooks)  # the record hub exists from its init on; the runtime rides on its run_started
-    if not getattr(hooks, "_slabench_shapes_installed", False):
-        hooks._slabench_shapes_installed = True
+    if install_once(hooks, "shapes", add_common_options, _on_init):
         hooks._slabench_shape_options = set()
-        hooks.init_command_line_parser.add_listener(add_common_options)
-        hooks.init.add_listener(_on_init)
         hooks.test_stopping.add_listener(lambda environment, **_: _runtime(environment, "on_test_stopping"))
         hooks.test_stop.add_listener(lambda environment, **_: _runtime(environment, "on_test_stop"))
     if shape_class.alias not in hooks._slabench_shape_options:

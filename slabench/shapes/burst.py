@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slabench.core.queue import parse_window, read_queue_file
+from slabench.core.queue import add_queue_file_options, parse_window, read_queue_file
 from slabench.shapes.base import OpenLoopShape, Plan, install, open_loop_user_class, opt_float, opt_int
 from slabench.shapes.items import burst_items
 from slabench.shapes.schedules import Span, check_int, check_positive
@@ -27,16 +27,7 @@ class BurstShape(OpenLoopShape):
     def add_options(cls, parser: Any) -> None:
         g = parser.add_argument_group("slabench shape: burst replay (shapes/burst.py)")
         g.add_argument("--burst-queue", default="", help="queue file (CSV/JSONL with offset_s); default: the dataset's")
-        g.add_argument(
-            "--queue-format",
-            choices=["auto", "queue", "mooncake", "azure", "burstgpt"],
-            default="auto",
-            help="the --burst-queue file's format (auto: by its header; docs/shapes.md)",
-        )
-        g.add_argument("--queue-window", default="", help="replay only START:END seconds of the queue, e.g. 0:600")
-        g.add_argument(
-            "--queue-block-tokens", type=int, default=512, help="prompt tokens per Mooncake hash id (its traces: 512)"
-        )
+        add_queue_file_options(g, "--burst-queue")
         g.add_argument("--burst-dataset-dir", default="datasets", help="dataset directory (without --burst-queue)")
         g.add_argument("--burst-kind", choices=["burst", "gamma"], default="burst", help="which dataset queue")
         g.add_argument(

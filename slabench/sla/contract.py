@@ -167,11 +167,7 @@ class Load(StrictModel):
 
     @property
     def label(self) -> str:
-        if self.concurrency is not None:
-            return f"concurrency {self.concurrency}"
-        if self.request_rate_rps is not None:
-            return f"{self.request_rate_rps:g} req/s"
-        return f"scenario {self.scenario}"
+        return self.as_level().label
 
     def as_level(self) -> Level:
         return Level(concurrency=self.concurrency, rate_rps=self.request_rate_rps, scenario=self.scenario)

@@ -39,6 +39,7 @@ from slabench.core.run_id import check_run_id
 from slabench.core.sinks import check_records_path
 from slabench.evidence.run_status import MeasurementPolicy, saturation_reasons
 from slabench.locust.env_state import options
+from slabench.locust.hooks import install_once
 from slabench.webui import server_metrics, tab
 from slabench.webui.live import DEFAULT_WINDOW_S, LiveAggregator, Series, series_point, stage_view
 
@@ -407,8 +408,4 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
 
 def install(hooks: Any = events) -> None:
     """Register the live view on Locust's event hooks (idempotent, like `slabench.locust.plugin.install`)."""
-    if getattr(hooks, "_slabench_webui_installed", False):
-        return
-    hooks._slabench_webui_installed = True
-    hooks.init_command_line_parser.add_listener(add_options)
-    hooks.init.add_listener(_on_init)
+    install_once(hooks, "webui", add_options, _on_init)

@@ -610,7 +610,8 @@ RECORD_SEEDS: tuple[tuple[tuple[Any, ...], Any], ...] = (
 
 ENTRIES: list[Entry] = [
     # records, spools and the run's JSON files: the record boundary
-    Entry("records-jsonl", ("slabench/core/sinks.py", "slabench/core/boundary.py", "slabench/core/record.py"),
+    Entry("records-jsonl",
+          ("slabench/core/sinks.py", "slabench/core/jsonl.py", "slabench/core/boundary.py", "slabench/core/record.py"),
           "jsonl", lambda d: write_records(d / "r.jsonl"), _read_records,
           lambda r, p: records_within_boundary(r, p), seeds=RECORD_SEEDS),
     Entry("records-jsonl-columns", ("slabench/analysis/columns.py", "slabench/analysis/frame.py"),
@@ -622,8 +623,8 @@ ENTRIES: list[Entry] = [
     Entry("grade-records",
           ("slabench/commands/grade.py", "slabench/sla/grade_run.py", "slabench/analysis/server_side.py"), "jsonl",
           _run_dir, _grade_run, _graded_on_valid_records, weight=0.5, seeds=RECORD_SEEDS),
-    Entry("spool", ("slabench/locust/spool.py", "slabench/locust/intake.py"), "jsonl", _spool, _read_spool,
-          _spool_holds),
+    Entry("spool", ("slabench/locust/spool.py", "slabench/core/jsonl.py", "slabench/locust/intake.py"), "jsonl",
+          _spool, _read_spool, _spool_holds),
     Entry("recover", ("slabench/commands/recover.py",), "jsonl", _spool, _recover, _recovered, weight=0.5),
     Entry("summary", ("slabench/analysis/summary.py", "slabench/core/schema.py"), "json", _summary, _load_summary,
           _summary_holds),
@@ -633,8 +634,8 @@ ENTRIES: list[Entry] = [
           lambda d: _sweep_tree(d) / "1" / "1" / "manifest.json", _aggregate, weight=0.5),
     Entry("verdict", ("slabench/sla/verdict_file.py",), "json", _verdict, _load_verdict),
     Entry("run-status", ("slabench/evidence/run_status.py",), "json", _run_status, _read_run_status),
-    Entry("scrapes", ("slabench/evidence/scrape.py", "slabench/evidence/crosscheck.py"), "jsonl", _scrapes,
-          _read_scrapes),
+    Entry("scrapes", ("slabench/evidence/scrape.py", "slabench/core/jsonl.py", "slabench/evidence/crosscheck.py"),
+          "jsonl", _scrapes, _read_scrapes),
     # configs: the one YAML loader and strict models
     Entry("contract", ("slabench/sla/contract.py", "slabench/core/yamlio.py", "slabench/core/config.py"), "yaml",
           _contract, _load("slabench.sla.contract.load_contract")),
