@@ -322,8 +322,7 @@ def compare_search(args: argparse.Namespace, loaded: Any, refs: list[str], servi
     comparisons = []
     for ref in refs:
         config = load_profile(ref, args.model, engine={**serving, **PLAN_ENGINE})
-        factor = args.step_time_factor or config.gpu.uncertainty.step_time_factor_90
-        comparisons.append(compare(config, searched, checks, factor))
+        comparisons.append(compare(config, searched, checks, args.step_time_factor))
     doc = {
         "kind": "slabench.plan_vs_search",
         "schema_version": 1,

@@ -13,6 +13,7 @@ its target on the predicted figures — the checks the search bisects on.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -141,11 +142,15 @@ def level_passes(config: EngineConfig, searched: SearchedSweep, users: int, chec
     return not missed, why or "every check met"
 
 
-def plan_search(config: EngineConfig, searched: SearchedSweep, checks: list[Check]) -> PlannedSearch:
-    """Bisect as the search did (its range and tolerance), on predicted figures."""
+def plan_search(
+    config: EngineConfig, searched: SearchedSweep, checks: list[Check], slowdown: Callable[[int], float] | None = None
+) -> PlannedSearch:
+    """Bisect as the search did (its range and tolerance), on predicted figures; `slowdown(users)`: every step that
+    many times as long at that level (an end of the 90 % interval), None: the profile's step time."""
     out = PlannedSearch(Search(searched.low, searched.high, searched.tolerance))
     while (level := out.search.next_level()) is not None:
-        ok, why = level_passes(config, searched, level, checks)
+        at = config if slowdown is None else replace(config, gpu=config.gpu.slowed(slowdown(level)))
+        ok, why = level_passes(at, searched, level, checks)
         out.search.record(level, Status.PASS if ok else Status.FAIL, why)
         out.why[level] = why
     return out
@@ -154,15 +159,17 @@ def plan_search(config: EngineConfig, searched: SearchedSweep, checks: list[Chec
 @dataclass
 class Comparison:
     profile: str
-    factor: float  # the 90 % step-time interval, ×1/f … ×f
+    factor: float  # the 90 % step-time interval, ×1/f … ×f (within the levels a calibration saw)
     model: PlannedSearch
     pessimistic: PlannedSearch  # every step f times as long: the fewest users
     optimistic: PlannedSearch
+    levels: tuple[float, float] | None = None  # a calibrated profile's users seen: beyond them f widens
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "profile": self.profile,
             "step_time_factor_90": self.factor,
+            "levels_seen": list(self.levels) if self.levels else None,
             "highest_passing": self.model.search.passed,
             "lowest_failing": self.model.search.failed,
             "interval_90": [self.pessimistic.search.passed, self.optimistic.search.passed],
@@ -170,9 +177,19 @@ class Comparison:
         }
 
 
-def compare(config: EngineConfig, searched: SearchedSweep, checks: list[Check], factor: float) -> Comparison:
-    ends = [plan_search(replace(config, gpu=config.gpu.slowed(s)), searched, checks) for s in (factor, 1 / factor)]
-    return Comparison(config.gpu.name, factor, plan_search(config, searched, checks), *ends)
+def compare(config: EngineConfig, searched: SearchedSweep, checks: list[Check], factor: float | None) -> Comparison:
+    """`factor`: a fixed 90 % step-time factor (--step-time-factor); None: the profile's, at each level
+    (`Uncertainty.factor_at`: widened beyond the users a calibration saw)."""
+    u = config.gpu.uncertainty
+    at: Callable[[float], float] = (lambda _: factor) if factor else u.factor_at
+    return Comparison(
+        config.gpu.name,
+        factor or u.step_time_factor_90,
+        plan_search(config, searched, checks),
+        plan_search(config, searched, checks, lambda c: at(c)),
+        plan_search(config, searched, checks, lambda c: 1 / at(c)),
+        None if factor else u.levels,
+    )
 
 
 def answer_text(s: Search) -> str:
@@ -250,4 +267,11 @@ class ComparisonView:
         yield Text(f"Searched {s.low}–{s.high} users on {s.mix.source}.")
         for c in self.comparisons:
             yield Text(verdict(s, c))
+        for c in self.comparisons:
+            if c.levels:
+                seen_lo, seen_hi = c.levels
+                yield Text(
+                    f"{c.profile} was calibrated at {seen_lo:g}–{seen_hi:g} users: at a level r times beyond them "
+                    f"its interval is ×÷{c.factor:.3g}^r."
+                )
         yield Text(which_to_believe(s))
