@@ -315,6 +315,9 @@ def compare_search(args: argparse.Namespace, loaded: Any, refs: list[str], servi
     from slabench.plan.versus_search import ComparisonView, compare, read_searched_sweep
     from slabench.sim.profiles import load_profile
 
+    given = [flag for flag, v in (("--load", args.load), ("--queue", args.queue), ("--autoscale", args.autoscale)) if v]
+    if given:
+        raise UserError(f"--compare-search replays the search's own runs on one replica: drop {', '.join(given)}")
     searched = read_searched_sweep(args.compare_search)
     checks = [c for c in latency_checks(loaded) if c.kind != "incomplete_rate"]  # the checks the search bisects on
     out = Path(args.out) if args.out else Path(args.compare_search)

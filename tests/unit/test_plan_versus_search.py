@@ -138,3 +138,13 @@ def test_the_table_reads_at_80_columns_with_the_longest_profile_name(tmp_path: P
     assert any("< 1" in ln for ln in lines)  # no level passed: below the range
     text = " ".join(" ".join(lines).split())
     assert "lies outside the plan's 90 % interval" in text and f"slabench calibrate {searched.path}" in text
+
+
+@pytest.mark.parametrize("extra", [["--load", "rate", "--rate-rps", "1"], ["--autoscale"], ["--queue", "q.csv"]])
+def test_a_load_beside_compare_search_is_refused_in_one_line(tmp_path: Path, extra: list[str]):
+    from tests.fuzz.registry import cli
+
+    path = _search_tree(tmp_path)
+    code, err = cli(["plan", "--compare-search", str(path.parent), "--profiles", "l4", *extra])
+    lines = [line for line in err.splitlines() if line.startswith("slabench: ")]
+    assert code == 3 and len(lines) == 1 and "--compare-search replays the search's own runs" in lines[0], err
