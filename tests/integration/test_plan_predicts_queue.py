@@ -7,8 +7,9 @@ What is compared, and why: the queue's area (request-seconds spent waiting: by L
 wait for a batch slot, the figure a queue costs the SLA), its peak, and when it empties (from the first arrival). None
 of the three depends on the phase of the scrape grid or on a constant offset between the load generator's and the
 scraper's clocks, and the area and the drain are large against scheduling jitter (120 requests arrive in 2.4 s at a
-batch of 8: about 90 waiting at the peak, for some 8 s). A pointwise comparison on the steep rise (50 arrivals a
-second) would test the scraper's timing, not the model.
+batch of 8: about 90 waiting at the peak, for some 8 s). Any one instant on the steep rise (50 arrivals a
+second) would test the scraper's timing more than the model, so instants are held to the queue's average: the mean
+absolute gap between the two at the scrape instants, within 10 % of the mean queue.
 
 The planner replays the requests as they reached the server (their `sent` times and the server's token counts), so
 the comparison is the model's and not the load generator's. A run whose status says the machine starved it (its
@@ -101,7 +102,11 @@ def test_planned_queue_matches_the_simulators_metrics_through_a_burst(simulator,
         "peak": (float(sim_w.max()), float(plan_w.max())),
         "emptied_s": (emptied(sim_t, sim_w), emptied(plan_t, plan_w)),
     }
-    print("num_requests_waiting (simulator's /metrics, planner):", figures)
+    # and instant by instant: the planner's queue at each scrape's time, off by at most 10 % of the queue on average
+    during = (sim_t >= 0) & (sim_t <= figures["emptied_s"][0])
+    gap = np.abs(np.interp(sim_t[during], plan_t, plan_w) - sim_w[during]).mean() / sim_w[during].mean()
+    print("num_requests_waiting (simulator's /metrics, planner):", figures, f"mean gap {gap:.1%}")
     assert figures["peak"][0] >= 50, figures  # a queue large against jitter, or the burst did not queue
     for name, (measured, planned) in figures.items():
         assert planned == pytest.approx(measured, rel=0.10), (name, figures)
+    assert gap <= 0.10, (gap, np.column_stack([sim_t, sim_w, np.interp(sim_t, plan_t, plan_w)])[during].tolist())
