@@ -161,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         update={
             "uncertainty": Uncertainty(
                 step_time_factor_90=round(min(math.exp(widest), MAX_FACTOR), 4),
+                levels=levels_seen(judged),
                 source=f"slabench calibrate {time.strftime('%Y-%m-%d')}: the widest 90 % throughput interval of its "
                 f"{len(judged)} run(s), from the fit's residuals (σ = {_sigma(cal.residual_variance)}) and the "
                 f"repeats' spread (σ = {_sigma(cal.repeat_variance)})",
@@ -203,9 +204,11 @@ def run(args: argparse.Namespace) -> int:
     )
     for h in header[1:2]:
         console.print(h)
+    lo, hi = levels_seen(judged)
     console.print(
         f"90 % intervals ({intervals_path}): step time within ×1/{gpu.uncertainty.step_time_factor_90:.3g} … "
-        f"×{gpu.uncertainty.step_time_factor_90:.3g}; {gpu.uncertainty.source}"
+        f"×{gpu.uncertainty.step_time_factor_90:.3g} at {lo:g}–{hi:g} users, widening beyond ({WIDENING}); "
+        f"{gpu.uncertainty.source}"
     )
     if report["held_out"]["figures"]:
         console.print(coverage_line(report["held_out"]))
@@ -216,6 +219,15 @@ def run(args: argparse.Namespace) -> int:
         + " --price NAME=USD"
     )
     return 0
+
+
+WIDENING = "f^r, r = level ÷ the highest seen, or the lowest ÷ level"
+
+
+def levels_seen(judged: list[tuple[str, MeasuredRun, Any]]) -> tuple[float, float]:
+    """The lowest and highest users of the runs calibrate judged (fitted and held out): its factor covers them."""
+    users = [float(r.users) for _, r, _ in judged]
+    return min(users), max(users)
 
 
 def _sigma(variances: dict[str, float]) -> str:
@@ -245,7 +257,7 @@ def interval_report(judged: list[tuple[str, MeasuredRun, dict[str, tuple[float, 
         "median_abs_error": {m: statistics.median(v) for m, v in errors.items()},
     }
     return {"kind": "slabench.calibration_intervals", "schema_version": 1, "interval": 0.90, "runs": runs,
-            "held_out": held_out}  # fmt: skip
+            "held_out": held_out, "levels_seen": list(levels_seen(judged)), "beyond_levels_seen": WIDENING}  # fmt: skip
 
 
 def coverage_line(held_out: dict[str, Any]) -> str:

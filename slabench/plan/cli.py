@@ -94,6 +94,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "1: plan at the model's count alone (one search per profile, a third of the time)",
     )
     s.add_argument("--jobs", type=int, default=0, help="profiles planned in parallel (default: 2, or fewer CPUs)")
+    c = p.add_argument_group("compare with a measured search")
+    c.add_argument(
+        "--compare-search",
+        metavar="SWEEP_DIR",
+        help="instead of sizing a fleet: the highest concurrency one replica of each profile passes on the workload "
+        "of this `slabench sweep --search` directory, beside the search's own answer",
+    )
     o = p.add_argument_group("output")
     o.add_argument("--out", help="directory for plan.json and plan.png (default: runs/plan-<time>)")
     o.add_argument("--json", action="store_true", help="print plan.json to stdout instead of the table")
@@ -191,9 +198,11 @@ def run(args: argparse.Namespace) -> int:
     unknown = set(prices) - {g.name for g in gpus}
     if unknown:
         raise UserError(f"--price {', '.join(sorted(unknown))}: not among the planned profiles ({', '.join(refs)})")
-    replica_prices = {g.name: profile_price(g, loaded, prices.get(g.name)) for g in gpus}
     serving = serving_flags(args)
     validate_data(serving, EngineOptions, "serving flags")  # a bad flag is one line here, not a row per profile
+    if args.compare_search:
+        return compare_search(args, loaded, refs, serving)
+    replica_prices = {g.name: profile_price(g, loaded, prices.get(g.name)) for g in gpus}
     scaling = autoscale_setup(args, serving, [g.name for g in gpus])
     if args.queue:
         from slabench.plan.workload import read_queue
@@ -286,3 +295,45 @@ def _expected_work(gpu: str, model: str, load: PlannedLoad, checks: list[Check],
         return first_guess(load_profile(gpu, model, engine={**serving, **PLAN_ENGINE}), load, checks)
     except UserError:
         return 0  # the model does not fit: answered at once
+
+
+def compare_search(args: argparse.Namespace, loaded: Any, refs: list[str], serving: dict[str, Any]) -> int:
+    """`--compare-search SWEEP_DIR`: per profile, the plan's highest passing concurrency beside the search's
+    (`slabench.plan.versus_search`); writes compare.json. Exit 0: the comparison is a report, not a verdict."""
+    import json
+
+    from rich.console import Console
+
+    from slabench.plan.checks import latency_checks
+    from slabench.plan.search import PLAN_ENGINE
+    from slabench.plan.versus_search import ComparisonView, compare, read_searched_sweep
+    from slabench.sim.profiles import load_profile
+
+    given = [flag for flag, v in (("--load", args.load), ("--queue", args.queue), ("--autoscale", args.autoscale)) if v]
+    if given:
+        raise UserError(f"--compare-search replays the search's own runs on one replica: drop {', '.join(given)}")
+    searched = read_searched_sweep(args.compare_search)
+    checks = [c for c in latency_checks(loaded) if c.kind != "incomplete_rate"]  # the checks the search bisects on
+    out = Path(args.out) if args.out else Path(args.compare_search)
+    check_output(out, "--out", is_dir=True)
+    comparisons = []
+    for ref in refs:
+        config = load_profile(ref, args.model, engine={**serving, **PLAN_ENGINE})
+        comparisons.append(compare(config, searched, checks, args.step_time_factor))
+    doc = {
+        "kind": "slabench.plan_vs_search",
+        "schema_version": 1,
+        "search": str(searched.path),
+        "contract": str(loaded.path),
+        "measured": {"highest_passing": searched.passed, "lowest_failing": searched.failed,
+                     "range": [searched.low, searched.high], "tolerance": searched.tolerance},
+        "plans": [c.to_dict() for c in comparisons],
+    }  # fmt: skip
+    (out / "compare.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    if args.json:
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        return ExitCode.PASS
+    console = Console()
+    console.print(ComparisonView(searched, loaded.contract.name, comparisons))
+    console.print(f"wrote {out / 'compare.json'}")
+    return ExitCode.PASS

@@ -61,7 +61,9 @@ class Plan:
             f"prices: {self.prices}; one replica = one GPU (or MIG slice) of the profile's first instance type",
             "cost: every replica is up before the load and paid from its first arrival until the last request ends",
             "replicas: N (90 %: a–b) — the model's count, and the counts if each step takes 1/f or f times as long "
-            "(f: the profile's stated 90 % step-time uncertainty, or --step-time-factor); the plan picks b, the "
+            "(f: the profile's stated 90 % step-time uncertainty — a calibrated profile's widened as f^r where the "
+            "requests in flight per replica lie r times beyond the users it saw — or --step-time-factor); the plan "
+            "picks b, the "
             "interval's pessimistic end, and its figures, margin and cost are b's at that end",
             f"engine: the simulator's vLLM capacity model (slabench/sim) with {self.serving} (vLLM's defaults per card "
             "where unset, prefix caching on); GPU figures are approximate public ones (docs/simulator.md)",
@@ -94,6 +96,8 @@ def _row_dict(r: Row) -> dict[str, Any]:
         "replicas_90": {"low": a.optimistic, "high": a.pessimistic} if a.replicas is not None else None,
         "planned_replicas": a.pessimistic,
         "step_time_factor_90": a.factor,
+        "in_flight_per_replica": a.level,
+        "levels_seen": list(a.gpu.uncertainty.levels) if a.gpu.uncertainty.levels else None,
         "uncertainty_source": a.gpu.uncertainty.source,
         "problem": a.problem or (a.pessimistic_problem and f"at the pessimistic end: {a.pessimistic_problem}"),
         "first_guess": a.first_guess,

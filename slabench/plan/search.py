@@ -29,6 +29,7 @@ import numpy as np
 
 from slabench.core.errors import UserError
 from slabench.plan.checks import Check, Judged, binding, judge
+from slabench.plan.level import in_flight_per_replica
 from slabench.plan.replay import Prediction, replay
 from slabench.plan.workload import PlannedLoad
 from slabench.sim.profiles import EngineConfig, GpuProfile, ModelProfile, load_profile
@@ -73,6 +74,7 @@ class ProfileAnswer:
     seconds: float = 0.0
     # The 90 % interval: the profile's step time ×1/f (optimistic) and ×f (pessimistic), f = step_time_factor_90.
     factor: float = 1.0
+    level: float | None = None  # requests in flight per replica at the model's count (`slabench.plan.level`)
     optimistic: int | None = None  # the fewest replicas if the card is as fast as the interval allows
     pessimistic: int | None = None  # ... as slow: the count the plan picks
     planned: Probe | None = None  # the pessimistic-end fleet at that count (what the plan is judged and priced on)
@@ -264,6 +266,9 @@ def plan_profile(
         return answer
     answer.replicas = replicas
     answer.answer = probes[replicas]
+    answer.level = in_flight_per_replica(answer.answer.prediction)
+    if step_time_factor is None:  # a calibrated profile's interval widens beyond the levels it saw
+        answer.factor = config.gpu.uncertainty.factor_at(answer.level)
     answer.below = probes.get(replicas - 1)
     _interval(answer, config, load, checks, balancer, drain_timeout, max_replicas, probes)
     answer.seconds = time.perf_counter() - t0

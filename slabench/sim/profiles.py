@@ -77,6 +77,7 @@ class StepTime(Figures):
 # 0.6–0.95 of a card's memory bandwidth depending on kernels, batch and context; 0.8 / 0.6 = 1.33 and
 # 0.8 / 0.95 = 0.84, so the true step time lies within ×1/1.3 … ×1.3 of the model's (docs/plan.md, Error bars).
 DEFAULT_STEP_TIME_FACTOR_90 = 1.3
+MAX_STEP_TIME_FACTOR_90 = 10.0  # the widest a profile states, or a level far out widens to
 DEFAULT_UNCERTAINTY_SOURCE = (
     "default for uncalibrated public figures: achieved memory bandwidth 0.6–0.95 of peak against the 0.8 assumed "
     "moves the step time by ×0.84–×1.33 (docs/plan.md, Error bars)"
@@ -88,8 +89,35 @@ class Uncertainty(Figures):
     confidence, f = `step_time_factor_90`. `slabench calibrate` writes one from its residuals and the runs'
     spread; a profile without one gets the default for public figures."""
 
-    step_time_factor_90: float = Field(DEFAULT_STEP_TIME_FACTOR_90, ge=1, le=10)
+    step_time_factor_90: float = Field(DEFAULT_STEP_TIME_FACTOR_90, ge=1, le=MAX_STEP_TIME_FACTOR_90)
     source: str = Field(DEFAULT_UNCERTAINTY_SOURCE, min_length=1)
+    # The requests in flight per replica (closed-loop users) of the runs a calibration saw, lowest and highest: the
+    # factor holds within them and widens beyond (`factor_at`). None: public figures, whose factor holds at any load.
+    levels: tuple[float, float] | None = None
+
+    @model_validator(mode="after")
+    def _levels_in_order(self) -> Uncertainty:
+        if self.levels is not None and not 0 < self.levels[0] <= self.levels[1] <= 1e9:
+            raise ValueError(f"levels {list(self.levels)}: must be [lowest, highest] users seen, 0 < lowest ≤ highest")
+        return self
+
+    def extrapolation(self, level: float) -> float:
+        """How far `level` (requests in flight per replica) lies outside the levels seen, as a ratio ≥ 1: level ÷
+        the highest above them, the lowest ÷ level below them, 1 within them (or with no levels). A level below one
+        counts as one: such a replica is idle part of the time, and while it works it carries at least one."""
+        if self.levels is None or math.isnan(level):
+            return 1.0
+        lo, hi = self.levels
+        level = max(level, 1.0)
+        return max(1.0, level / hi, lo / level)
+
+    def factor_at(self, level: float) -> float:
+        """The 90 % step-time factor at `level`: f within the levels seen; beyond them the interval's log-width
+        ln f grows in proportion to the extrapolation ratio r, f ** r (the fit's residual spread, scaled by how far
+        out it is used), at most ×10. E.g. f = 1.2 calibrated at 1–4 users: ×1.44 at 8, ×2.07 at 16."""
+        if not math.isfinite(level):
+            return MAX_STEP_TIME_FACTOR_90
+        return min(float(self.step_time_factor_90 ** self.extrapolation(level)), MAX_STEP_TIME_FACTOR_90)
 
 
 class GpuProfile(Figures):

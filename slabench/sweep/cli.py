@@ -241,6 +241,7 @@ def _search(
         return cfg, "interrupted"
     sweep_dir.mkdir(parents=True, exist_ok=True)
     write_search(search, sweep_dir / "search.json")
+    console.print(f"search: beside a plan's answer: {compare_command(cfg, args, sweep_dir)}", soft_wrap=True)
     tested = sorted({s.level for s in search.steps})
     own = contract.contract.load.concurrency
     if own is not None and own not in tested:
@@ -251,6 +252,18 @@ def _search(
         except KeyboardInterrupt:
             return cfg, "interrupted"
     return cfg.model_copy(update={"levels": tested}), status
+
+
+def compare_command(cfg: SweepConfig, args: argparse.Namespace, sweep_dir: Path) -> str:
+    """The `slabench plan --compare-search` line for this search: the embedded simulator's own profile, model and
+    --max-num-seqs, or a real server's calibrated profile (`slabench calibrate`) to fill in."""
+    sim = cfg.simulator
+    if cfg.target.url or sim.profile is None:
+        what = "--profiles CALIBRATED.yaml --model MODEL"
+    else:
+        what = f"--profiles {sim.profile}" + (f" --model {sim.model_profile}" if sim.model_profile else "")
+        what += f" --max-num-seqs {sim.max_num_seqs}" if sim.max_num_seqs else ""
+    return f"slabench plan --compare-search {sweep_dir} --sla {args.sla} {what}"
 
 
 def _show_verdict(verdict: Verdict, out_dir: Path, console: Console) -> int:

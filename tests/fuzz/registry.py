@@ -492,6 +492,36 @@ def _calibrate(path: Path) -> tuple[int, str]:
     return cli(["calibrate", str(path.parent), "--out", str(out), "--model", "llama-3.1-8b-fp8"])
 
 
+SEARCH_SWEEP = {"name": "search", "levels": [1, 2], "repeats": 1, "run": {"requests": 6}}
+
+
+def _search_tree(folder: Path) -> Path:
+    """A `sweep --search` directory: its sweep.json with a config, closed-loop runs at levels 1 and 2, search.json."""
+    from slabench.core.schema import SWEEP
+    from slabench.sla.grade import Status
+    from slabench.sweep.search import Search, write_search
+    from tests.helpers.analysis_helpers import write_run
+
+    root = folder / "search"
+    closed = [r for r in sample_records() if r.scheduled is None and r.outcome == "ok"]
+    for level in (1, 2):
+        write_run(root, level, 1, [r.replace(stage_level=level) for r in closed])
+    (root / "sweep.json").write_text(
+        json.dumps({**SWEEP.stamp(), "sweep_id": "search", "levels": [1, 2], "config": SEARCH_SWEEP})
+    )
+    search = Search(1, 2, 1)
+    search.record(1, Status.PASS, "every capacity check passed")
+    search.record(2, Status.FAIL, "ttft_p95_s FAIL")
+    write_search(search, root / "search.json")
+    (folder / "sla.yaml").write_text(CONTRACT)
+    return root / "search.json"
+
+
+def _compare_search(path: Path) -> tuple[int, str]:
+    return cli(["plan", "--compare-search", str(path.parent), "--profiles", "l4", "--model", "llama-3.2-3b",
+                "--sla", str(path.parents[1] / "sla.yaml"), "--out", str(path.parents[1] / "compare")])  # fmt: skip
+
+
 def _values(path: Path) -> Any:
     from slabench.deploy.plan import load_values_files
 
@@ -648,7 +678,8 @@ ENTRIES: list[Entry] = [
     Entry("fleet-facts", ("slabench/fleet/facts.py",), "yaml", copy_repo_file("slabench/fleet/data/gpu_facts.yaml"),
           _load("slabench.fleet.facts.load_facts")),
     Entry("gpu-profile", ("slabench/sim/profiles.py",), "yaml", copy_repo_file("slabench/sim/profiles/l4.yaml"),
-          _load("slabench.sim.profiles.load_gpu_profile")),
+          _load("slabench.sim.profiles.load_gpu_profile"),
+          seeds=((("uncertainty",), {"levels": [4, 2]}), (("uncertainty",), {"levels": [math.nan, 1]}))),
     Entry("model-profile", ("slabench/sim/profiles.py",), "yaml",
           copy_repo_file("slabench/sim/profiles/llama-3.1-8b-fp8.yaml"),
           _load("slabench.sim.profiles.load_model_profile")),
@@ -687,6 +718,8 @@ ENTRIES: list[Entry] = [
     Entry("plan-profile", ("slabench/plan/cli.py", "slabench/plan/workload.py"), "yaml",
           copy_repo_file("slabench/sim/profiles/l4.yaml"), _plan, exit_ok, weight=0.3,
           seeds=((("step_overhead_ms",), math.inf), (("dense_bf16_tflops",), 1e-300))),
+    Entry("search-result", ("slabench/plan/versus_search.py",), "json", _search_tree, _compare_search, exit_ok,
+          weight=0.3, seeds=((("range",), [2, 1]), (("highest_passing",), 7), (("tolerance",), True))),
     Entry("calibrate-records", ("slabench/plan/calibrate.py", "slabench/plan/calibrate_cli.py"), "jsonl",
           lambda d: write_records(d / "run" / "records.jsonl"), _calibrate, exit_ok, weight=0.5),
     Entry("web-form", ("slabench/webui/routes.py",), "json", _web_form, _post_form, _form_started_inside_runs,

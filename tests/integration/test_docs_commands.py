@@ -253,6 +253,9 @@ HOW: dict[str, How] = {  # a unique prefix of the printed command → how it run
     "slabench plan --sla my-sla.yaml --profiles l40s,my-card.yaml": How(
         MY_SLA + ", my-card.yaml a copy of the built-in rtx-pro-6000 profile"
     ),
+    "slabench plan --compare-search runs/<search-id>": How(
+        "the README's search ({search}) stands for the printed one", subs={"runs/<search-id>": "{search}"}
+    ),
     "slabench calibrate runs/my-sweep --model-config /models/my-model": How(
         "needs a served model's config.json and a sweep of that real server", help="slabench calibrate"
     ),
@@ -331,6 +334,7 @@ class Scratch:
         self.root, self.s3, self.sim_url = root, s3, sim_url
         self.sweep: str | None = None
         self.run: str | None = None
+        self.search: str | None = None
 
     def env(self, how: How | None) -> dict[str, str]:
         env = {
@@ -348,7 +352,14 @@ class Scratch:
         return env
 
     def fill(self, text: str) -> str:
-        values = {"tmp": str(self.root), "sim": self.sim_url, "port": free_port(), "sweep": self.sweep, "run": self.run}
+        values = {
+            "tmp": str(self.root),
+            "sim": self.sim_url,
+            "port": free_port(),
+            "sweep": self.sweep,
+            "run": self.run,
+            "search": self.search,
+        }
         for name, value in values.items():
             if "{" + name + "}" in text:
                 assert value is not None, f"{{{name}}} is made by a command that did not run first"
@@ -474,6 +485,10 @@ def test_documented_command_runs(cmd: Command, scratch: Scratch):
         (sweep,) = made
         assert (sweep / "verdict.json").is_file() and (sweep / "summary.json").is_file()
         scratch.sweep = str(sweep.relative_to(scratch.root))
+    if text.startswith("slabench sweep --config sweeps/default.yaml --sla sla/config_sla_example.yaml --search"):
+        (search,) = made
+        assert (search / "search.json").is_file()
+        scratch.search = str(search.relative_to(scratch.root))
     if text.startswith("locust -f locustfiles/qa_grading.py"):
         (run,) = made
         assert (run / "verdict.json").is_file()

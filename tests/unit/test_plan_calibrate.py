@@ -276,6 +276,9 @@ def test_calibrate_writes_the_intervals_and_the_profiles_uncertainty(tmp_path, c
         f["high"] / f["predicted"] for r in report["runs"] for m, f in r["figures"].items() if m == "throughput_rps"
     )
     assert gpu.uncertainty.step_time_factor_90 == pytest.approx(widest, rel=1e-3)
+    # the levels it saw (every run two users): the factor holds there and widens beyond
+    assert gpu.uncertainty.levels == (2.0, 2.0) and report["levels_seen"] == [2.0, 2.0]
+    assert "widening beyond" in said.replace("\n", " ")
 
 
 def test_a_fit_its_runs_barely_pin_warns_and_states_the_widest_factor(tmp_path, capsys):
