@@ -69,6 +69,7 @@ from slabench.evidence.run_status import (
 from slabench.evidence.saturation import SaturationWatch
 from slabench.evidence.scrape import FILE_NAME as SCRAPE_FILE
 from slabench.evidence.scrape import read_scrapes
+from slabench.locust import heap
 from slabench.locust import scrape as locust_scrape
 from slabench.locust import sla as locust_sla
 from slabench.locust.backoff import FIRST_S, MAX_S, Backoff
@@ -750,6 +751,9 @@ def install(hooks: Any = events) -> None:
     hooks._slabench_installed = True
     hooks.init_command_line_parser.add_listener(add_options)
     hooks.init.add_listener(_on_init)
+    # before the hub's: the collection's pause falls before the run's load and its starvation watch
+    hooks.test_start.add_listener(heap.freeze_startup)
+    hooks.test_stop.add_listener(heap.unfreeze)
     hooks.test_start.add_listener(lambda environment, **_: _hub(environment, "start_run"))
     hooks.test_stopping.add_listener(lambda environment, **_: _hub(environment, "on_test_stopping"))
     hooks.test_stop.add_listener(lambda environment, **_: _hub(environment, "on_test_stop"))
