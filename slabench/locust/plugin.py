@@ -23,7 +23,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -428,7 +427,7 @@ class RecordHub:
 
     def begin(self, meta: RecordMeta) -> str:
         """A request is about to go out (worker: in the spool now, and reported to the master with the next batch)."""
-        entry = {"started_wall": time.time(), **asdict(meta)}
+        entry = {"started_wall": time.time(), **meta.record_fields(meta.request_id)}  # not asdict: it deep-copies
         self.inflight[meta.request_id] = entry
         if self.shipper is not None:
             self.shipper.began(entry)
