@@ -750,18 +750,17 @@ def install(hooks: Any = events) -> None:
     hooks._slabench_installed = True
     hooks.init_command_line_parser.add_listener(add_options)
     hooks.init.add_listener(_on_init)
-    # before the hub's: the collection's pause falls before the run's load and its starvation watch
-    hooks.test_start.add_listener(heap.freeze_startup)
-    hooks.test_stop.add_listener(heap.unfreeze)
     hooks.test_start.add_listener(lambda environment, **_: _hub(environment, "start_run"))
     hooks.test_stopping.add_listener(lambda environment, **_: _hub(environment, "on_test_stopping"))
     hooks.test_stop.add_listener(lambda environment, **_: _hub(environment, "on_test_stop"))
+    hooks.test_stop.add_listener(heap.settle)  # after the hub's: the run is over, its lateness no longer measured
     hooks.quitting.add_listener(_on_quitting)
     # The parts that ride on the hub, each in its own module: grading against --sla at the end, the server's
     # /metrics scraped beside the records, and the LLM tab in the web UI.
     locust_sla.install(hooks)
     locust_scrape.install(hooks)
     webui.install(hooks)
+    hooks.init.add_listener(heap.settle)  # Locust's and the locustfile's start-up done, before any run
     hooks.init.add_listener(refresh_loop_clock)
 
 

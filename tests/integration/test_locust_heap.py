@@ -1,6 +1,6 @@
 """A Locust process keeps its start-up objects out of the garbage collector's walks while it carries load (a full
-collection of them froze the event loop for 100–200 ms), and gives them back when the test stops. What the run
-itself creates must then be freed by reference counting: a request leaves no reference cycle behind."""
+collection of them froze the event loop for 50–260 ms), and settles again after the run for the next one. What the
+run itself creates must then be freed by reference counting: a request leaves no reference cycle behind."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from slabench.locust.heap import FULL_AFTER, MIDDLE_AFTER
 from tests.helpers.locust_run import run_locust
 
 
-def test_start_up_objects_are_frozen_while_the_load_runs_and_released_after(simulator, tmp_path) -> None:
+def test_start_up_objects_are_frozen_while_the_load_runs(simulator, tmp_path) -> None:
     url = simulator("--ttft", "0.01", "--itl", "0.002", "--output-tokens", "4", "--jitter", "0")
     log = tmp_path / "heap.jsonl"
     env = {**os.environ, "SLABENCH_TEST_HEAP_LOG": str(log)}
@@ -27,11 +27,12 @@ def test_start_up_objects_are_frozen_while_the_load_runs_and_released_after(simu
     running = [n for n in notes if n["when"] == "running"]
     stopped = [n for n in notes if n["when"] == "stopped"]
     assert running and len(stopped) == 1
-    default = list(gc.get_threshold())  # this process's: the interpreter's defaults
-    # Locust, gevent, pydantic and slabench's modules: tens of thousands of objects, out of every collection's walk
-    assert all(n["frozen"] > 10_000 for n in running)
-    assert all(n["threshold"] == [default[0], MIDDLE_AFTER, FULL_AFTER] for n in running)
-    assert stopped[0] == {"when": "stopped", "frozen": 0, "threshold": default}
+    young = gc.get_threshold()[0]  # this process's: the interpreter's default
+    # Locust, gevent, pydantic and slabench's modules: tens of thousands of objects, out of every collection's walk,
+    # during the run and after it (settled again for a next one)
+    for n in [*running, *stopped]:
+        assert n["frozen"] > 10_000, n
+        assert n["threshold"] == [young, MIDDLE_AFTER, FULL_AFTER], n
 
 
 def test_a_request_leaves_no_reference_cycle(simulator) -> None:
