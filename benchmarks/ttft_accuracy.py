@@ -338,10 +338,10 @@ def main() -> None:
         server = subprocess.Popen([*server_argv, "--itl", str(args.itl)], stdout=subprocess.PIPE, text=True)
         url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
         print(
-            f"truth server: TTFT {TTFT * 1000:.0f} ms (role-only delta first, split first event), {args.tokens} "
+            f"truth server: TTFT {TTFT * 1000:.0f} ms (role-only delta first, split first event),\n{args.tokens} "
             f"tokens at ITL {args.itl * 1000:.0f} ms (coalesced pairs); load average {psutil.getloadavg()[0]:.2f}"
         )
-        print("TTFT error (ms): the record's TTFT - the truth's; its legs' p99: request, response")
+        print("TTFT error (ms): the record's TTFT - the truth's; legs' p99: request, response")
         head = ("streams", "client", "req", "median", "p99", "req p99", "resp p99", "CPU µs/req")
         print("{:>7} {:<17} {:>6} {:>7} {:>7} {:>7} {:>8} {:>10}".format(*head))
         held: dict[str, int] = {}
@@ -367,7 +367,7 @@ def main() -> None:
         finally:
             server.terminate()
         for name in (*(f"slabench {c}" for c in CLOCKS), "minimal asyncio"):
-            print(f"most streams with p99 error ≤ {HELD_P99_MS:g} ms, {name}: {held.get(name, 'none tried')}")
+            print(f"most streams with p99 error ≤ {HELD_P99_MS:g} ms, {name}: {held.get(name, 'none of those tried')}")
         print_loops(loops)
 
 
