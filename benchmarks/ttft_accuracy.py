@@ -20,7 +20,11 @@ and the Locust process's CPU per request while requests were in flight. The same
 asyncio raw-socket client (no HTTP library, SSE parser, JSON or records) at the same streams, so what the machine
 and the truth server add is seen beside it. It is not a strict floor: it sends all its streams' requests in the same
 instant, and the truth server reads them one after another. Last, the most streams at which one worker process held
-a p99 TTFT error ≤ 5 ms (of the levels tried; each stream asks for a token every `--itl`).
+a p99 TTFT error ≤ 5 ms (of the levels tried; each stream asks for a token every `--itl`), and per Locust run what
+held its event loop (`benchmarks/loop_probe.py`, loaded beside the locustfile): its garbage collections (how many,
+how many full, the longest one's wall time and the most CPU time one held) and its stalls (the loop woke more than
+5 ms late: how many, how many of them with more than 5 ms of CPU — the process's own work rather than the machine's
+other load — the longest one, and the most CPU one stall held).
 
     python benchmarks/ttft_accuracy.py [--levels 8,64,256] [--seconds 20]
 """
@@ -32,6 +36,7 @@ import asyncio
 import itertools
 import json
 import math
+import os
 import socket
 import statistics
 import subprocess
@@ -54,6 +59,7 @@ from slabench.core.sinks import read_records  # noqa: E402
 ROLE_AT, TTFT, SPLIT_GAP = 0.100, 0.150, 0.002
 CLOCKS = ("loop", "kernel")  # --arrival-clock: before, after
 HELD_P99_MS = 5.0
+STALL_S = 0.005  # the Locust process's loop this much late (or more) is a stall
 Send = Callable[[bytes], Awaitable[None]]
 PROMPT_WORDS = 64  # both clients send prompts of this size: the truth server's work per request is then alike
 
@@ -217,13 +223,16 @@ async def _floor_client(port: int, users: int, seconds: float, out_path: str) ->
 # -- the measurement -------------------------------------------------------------------------------------------
 def run_level(url: str, users: int, seconds: int, out: Path, truth_log: Path, clock: str) -> dict:
     records_path = out / f"records-{users}-{clock}.jsonl"
-    argv = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat_replay.py"), "--headless"]
+    locustfiles = f"{ROOT / 'locustfiles' / 'chat_replay.py'},{ROOT / 'benchmarks' / 'loop_probe.py'}"
+    argv = [sys.executable, "-m", "locust", "-f", locustfiles, "--headless"]
     argv += ["--only-summary", "--host", url, "--model", "truth", "-u", str(users), "-r", str(users)]
     argv += ["-t", f"{seconds}s", "--stop-timeout", "5", "--records", str(records_path)]
     argv += ["--prompt-tokens", str(PROMPT_WORDS), "--arrival-clock", clock]
     err_path = out / f"locust-{users}-{clock}.err"
+    probe_path = out / f"loop-{users}-{clock}.json"
+    env = {**os.environ, "LOOP_PROBE_OUT": str(probe_path)}
     with open(err_path, "wb") as err:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, env=env)
     ps = psutil.Process(proc.pid)
     cpu_at: list[tuple[float, float]] = []  # (perf_counter, the process's CPU seconds so far)
     while proc.poll() is None:
@@ -250,7 +259,9 @@ def run_level(url: str, users: int, seconds: int, out: Path, truth_log: Path, cl
     # CPU while requests were in flight only: the start (imports) and the end (summary, files) are not per request
     window = (min(r.sent for r in records), max(r.end for r in records)) if records else (0.0, 0.0)
     cpu = _cpu_at(cpu_at, window[1]) - _cpu_at(cpu_at, window[0])
-    return {"requests": len(records), "request_leg": request_leg, "response_leg": response_leg, "cpu_s": cpu}
+    loop = json.loads(probe_path.read_text()) if probe_path.exists() else {"gc": [], "stalls": []}
+    m = {"requests": len(records), "request_leg": request_leg, "response_leg": response_leg, "cpu_s": cpu}
+    return {**m, "loop": loop}
 
 
 def run_floor(url: str, users: int, seconds: int, out: Path, truth_log: Path) -> dict:
@@ -284,6 +295,27 @@ def _ms(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] * 1000 if q < 100 else max(values) * 1e3
 
 
+def print_loops(loops: list[tuple[int, str, dict]]) -> None:
+    """What held the Locust process's loop while the load ran (benchmarks/loop_probe.py), per run."""
+    ms = f"{STALL_S * 1000:g} ms"
+    print("The Locust process's loop while the load ran: garbage collections (all, full),")
+    print("the longest one's ms, the most CPU ms one held; stalls (the loop woke more than")
+    print(f"{ms} late: all, and busy: those with more than {ms} of CPU), the longest's ms,")
+    print("the most CPU ms one held (near its wall: the process's own work; far less: it")
+    print("waited for a core the machine's other work held)")
+    head = ("streams", "clock", "GC", "full", "GC max", "GC CPU", "stalls", "busy", "stall max", "stall CPU")
+    print("{:>7} {:<6} {:>5} {:>4} {:>8} {:>7} {:>7} {:>6} {:>9} {:>9}".format(*head))
+    for users, clock, loop in loops:
+        gcs, stalls = loop["gc"], [(late, cpu) for _at, late, cpu in loop["stalls"] if late > STALL_S]
+        print(
+            f"{users:>7} {clock:<6} {len(gcs):>5} {sum(g[0] == 2 for g in gcs):>4} "
+            f"{max((g[1] for g in gcs), default=0.0) * 1e3:>8.2f} {max((g[2] for g in gcs), default=0.0) * 1e3:>7.2f} "
+            f"{len(stalls):>7} {sum(cpu > STALL_S for _, cpu in stalls):>6} "
+            f"{max((late for late, _ in stalls), default=0.0) * 1e3:>9.1f} "
+            f"{max((cpu for _, cpu in stalls), default=0.0) * 1e3:>9.1f}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--levels", default="8,64,256")
@@ -306,16 +338,18 @@ def main() -> None:
         server = subprocess.Popen([*server_argv, "--itl", str(args.itl)], stdout=subprocess.PIPE, text=True)
         url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
         print(
-            f"truth server: TTFT {TTFT * 1000:.0f} ms (role-only delta first, split first event), {args.tokens} "
+            f"truth server: TTFT {TTFT * 1000:.0f} ms (role-only delta first, split first event),\n{args.tokens} "
             f"tokens at ITL {args.itl * 1000:.0f} ms (coalesced pairs); load average {psutil.getloadavg()[0]:.2f}"
         )
-        print("TTFT error (ms): the record's TTFT - the truth's; its legs' p99: request, response")
+        print("TTFT error (ms): the record's TTFT - the truth's; legs' p99: request, response")
         head = ("streams", "client", "req", "median", "p99", "req p99", "resp p99", "CPU µs/req")
         print("{:>7} {:<17} {:>6} {:>7} {:>7} {:>7} {:>8} {:>10}".format(*head))
         held: dict[str, int] = {}
+        loops: list[tuple[int, str, dict]] = []
         try:
             for users in map(int, args.levels.split(",")):
                 runs = [(f"slabench {c}", run_level(url, users, args.seconds, Path(tmp), log, c)) for c in CLOCKS]
+                loops += [(users, c, m["loop"]) for c, (_, m) in zip(CLOCKS, runs, strict=True)]
                 runs.append(("minimal asyncio", run_floor(url, users, args.seconds, Path(tmp), log)))
                 for name, m in runs:
                     if not m["requests"]:
@@ -333,7 +367,8 @@ def main() -> None:
         finally:
             server.terminate()
         for name in (*(f"slabench {c}" for c in CLOCKS), "minimal asyncio"):
-            print(f"most streams with p99 error ≤ {HELD_P99_MS:g} ms, {name}: {held.get(name, 'none tried')}")
+            print(f"most streams with p99 error ≤ {HELD_P99_MS:g} ms, {name}: {held.get(name, 'none of those tried')}")
+        print_loops(loops)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +68,7 @@ from slabench.evidence.run_status import (
 from slabench.evidence.saturation import SaturationWatch
 from slabench.evidence.scrape import FILE_NAME as SCRAPE_FILE
 from slabench.evidence.scrape import read_scrapes
+from slabench.locust import heap
 from slabench.locust import scrape as locust_scrape
 from slabench.locust import sla as locust_sla
 from slabench.locust.backoff import FIRST_S, MAX_S, Backoff
@@ -427,7 +427,7 @@ class RecordHub:
 
     def begin(self, meta: RecordMeta) -> str:
         """A request is about to go out (worker: in the spool now, and reported to the master with the next batch)."""
-        entry = {"started_wall": time.time(), **asdict(meta)}
+        entry = {"started_wall": time.time(), **meta.record_fields(meta.request_id)}  # not asdict: it deep-copies
         self.inflight[meta.request_id] = entry
         if self.shipper is not None:
             self.shipper.began(entry)
@@ -753,12 +753,14 @@ def install(hooks: Any = events) -> None:
     hooks.test_start.add_listener(lambda environment, **_: _hub(environment, "start_run"))
     hooks.test_stopping.add_listener(lambda environment, **_: _hub(environment, "on_test_stopping"))
     hooks.test_stop.add_listener(lambda environment, **_: _hub(environment, "on_test_stop"))
+    hooks.test_stop.add_listener(heap.settle)  # after the hub's: the run is over, its lateness no longer measured
     hooks.quitting.add_listener(_on_quitting)
     # The parts that ride on the hub, each in its own module: grading against --sla at the end, the server's
     # /metrics scraped beside the records, and the LLM tab in the web UI.
     locust_sla.install(hooks)
     locust_scrape.install(hooks)
     webui.install(hooks)
+    hooks.init.add_listener(heap.settle)  # Locust's and the locustfile's start-up done, before any run
     hooks.init.add_listener(refresh_loop_clock)
 
 
