@@ -95,3 +95,40 @@ def test_one_other_answer_first_ends_the_watch_for_the_run():
     for i in range(REFUSALS_TO_STOP):
         watch.observe(refused(300.0 + i, 401))
     assert len(lines) == 1
+
+
+def test_slabench_keeps_its_state_off_locusts_objects(tmp_path, monkeypatch):
+    """The hub, its run state and the parts riding on it (here the SLA hook) are slabench's own objects, found with
+    `hub_of`: Locust's environment, runner and event hooks carry no attribute of slabench's."""
+    import argparse
+
+    from locust.env import Environment
+    from locust.event import Events
+
+    from slabench.locust.hub import hub_of
+    from slabench.locust.plugin import add_options, install
+    from slabench.locust.sla import SlaHook
+    from slabench.locust.sla import add_options as add_sla_options
+    from tests.helpers.sla_helpers import write
+
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    parser = argparse.ArgumentParser()
+    add_options(parser)
+    add_sla_options(parser)
+    contract = write(
+        tmp_path,
+        "name: t\nload: {concurrency: 1}\ndeployment: {instance_type: g6e.xlarge}\ntargets: {ttft_p95_s: {max: 1}}\n",
+    )
+    opts = parser.parse_args(["--records", str(tmp_path / "r.jsonl"), "--model", "m", "--sla", str(contract)])
+    opts.headless, opts.num_users, opts.run_time = True, 1, None
+    events = Events()
+    install(events)
+    install(events)  # a second locustfile's install registers nothing twice
+    env = Environment(user_classes=[], events=events, parsed_options=opts, host="http://127.0.0.1:9")
+    runner = env.create_local_runner()
+    events.init.fire(environment=env, runner=runner, web_ui=None)
+    hub = hub_of(env)
+    assert hub.run.run_id == "" and isinstance(hub.parts.get(SlaHook), SlaHook) and hub.stop.contract_judges_saturation
+    assert len(events.init._handlers) == len(set(events.init._handlers))
+    for obj in (env, runner, events):
+        assert not [k for k in vars(obj) if "slabench" in k.lower()], type(obj).__name__
