@@ -28,11 +28,11 @@ from slabench.locust.hub import RecordHub, attach, find_hub
 from slabench.locust.options import add_options, cap_run_time, check_options, options
 from slabench.locust.quitting import handle_interrupts, stop_run_before_quitting, stop_simulator
 from slabench.locust.state import first_install
-from slabench.locust.user import LLMUser, salted
+from slabench.locust.user import LLMUser
 from slabench.sim.cli import sim_args_to_argv
 from slabench.sim.embedded import EmbeddedSimulator
 
-__all__ = ["LLMUser", "add_options", "install", "refresh_loop_clock", "salted"]
+__all__ = ["LLMUser", "install", "refresh_loop_clock"]  # LLMUser: what locustfiles import from here
 
 log = logging.getLogger("slabench")
 

@@ -16,7 +16,8 @@ from slabench.core.record import ErrorCategory, Outcome
 from slabench.core.sinks import read_records
 from slabench.locust.hub import hub_of
 from slabench.locust.openloop import Dispatcher, OpenLoopItem, current_item
-from slabench.locust.plugin import LLMUser, add_options
+from slabench.locust.options import add_options
+from slabench.locust.plugin import LLMUser
 from slabench.locust.plugin import install as install_plugin
 from tests.helpers.locust_run import scrape
 

@@ -106,7 +106,8 @@ def test_slabench_keeps_its_state_off_locusts_objects(tmp_path, monkeypatch):
     from locust.event import Events
 
     from slabench.locust.hub import hub_of
-    from slabench.locust.plugin import add_options, install
+    from slabench.locust.options import add_options
+    from slabench.locust.plugin import install
     from slabench.locust.sla import SlaHook
     from slabench.locust.sla import add_options as add_sla_options
     from tests.helpers.sla_helpers import write
