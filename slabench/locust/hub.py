@@ -74,7 +74,7 @@ class RecordHub:
         )
         self.run = RunState()
         self.parts = Parts()  # what rides on a run: the scrape poller, the SLA hook, the live view, the shapes
-        self.stop = StopPolicy(environment, runner, bool(getattr(self.opts, "headless", False)))
+        self.stop_policy = StopPolicy(environment, runner, bool(getattr(self.opts, "headless", False)))
         self.models = ModelLookup(self.opts.model)
         self.provenance = ProvenanceReader()
         self.simulator: EmbeddedSimulator | None = None
@@ -85,8 +85,10 @@ class RecordHub:
         self.workers = WorkerWatch(runner)  # master: workers missing heartbeats (empty elsewhere)
         self.saturation = SaturationWatch(environment)
         self.store = RecordStore()  # master/local: the run's records, each request once; listeners subscribe here
-        self.refusals = RefusalWatch(self.opts.api_key_env, lambda why: self.stop.stop_for(why, ExitCode.BAD_INPUT))
-        self.failures = FailureWatch(lambda why: self.stop.stop_for(why, ExitCode.INCOMPLETE))
+        self.refusals = RefusalWatch(
+            self.opts.api_key_env, lambda why: self.stop_policy.stop_for(why, ExitCode.BAD_INPUT)
+        )
+        self.failures = FailureWatch(lambda why: self.stop_policy.stop_for(why, ExitCode.INCOMPLETE))
         self.intake: MasterIntake | None = None
         self.shipper: Shipper | None = None
         # The hub's own events (master/local), so the parts that ride on a run never depend on the order in which
@@ -99,7 +101,7 @@ class RecordHub:
         if isinstance(runner, WorkerRunner):
             runner.register_message(MSG_RUN, self._on_run)
             runner.register_message(MSG_STOP, lambda msg, **_: runner.stop())  # users' requests become records
-            self.shipper = Shipper(runner, self.opts.spool_dir, self.worker_id, self.stop.set_exit_code)
+            self.shipper = Shipper(runner, self.opts.spool_dir, self.worker_id, self.stop_policy.set_exit_code)
             self.master_watch = MasterWatch(runner, self.opts.master_lost_timeout, self.shipper.on_master_lost)
             self.heartbeats = HeartbeatThread(
                 runner.master_host, runner.master_port, self.worker_id, worker_state(runner)
@@ -152,7 +154,7 @@ class RecordHub:
         """Master or local runner, at test start: a new run id and sink, announced to the workers."""
         self.run.run_id = run_id = self.opts.run_id or new_run_id()
         self.models.new_run()
-        self.stop.new_run()
+        self.stop_policy.new_run()
         self.refusals.reset()
         self.failures.reset()
         self.workers.new_run()
@@ -231,7 +233,7 @@ class RecordHub:
             self.intake,
             self.workers,
             self.saturation,
-            self.stop.reason,
+            self.stop_policy.reason,
             self.provenance.value(),
         )
         self.run.status = status
@@ -239,7 +241,7 @@ class RecordHub:
         accounting = status.accounting or {}
         if accounting.get("server_received") is not None:
             log.info("slabench: server: %s", accounting["note"])
-        self.stop.judge_end(status)
+        self.stop_policy.judge_end(status)
         for listener in self.run_ended:
             listener()
         self.run.open = False  # only now: a finish cut short by quitting (grading included) is done again

@@ -126,7 +126,7 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     hook = SlaHook(environment, loaded)
     hub = hub_of(environment)
     hub.parts.put(hook)  # the web UI's LLM tab shows its verdict
-    hub.stop.contract_judges_saturation = True
+    hub.stop_policy.contract_judges_saturation = True
     hub.run_ended.append(lambda: _grade(environment, hook))  # records closed, run_status.json written
 
 
@@ -144,7 +144,7 @@ def _check_one_run(opts: Any) -> None:
 
 def _grade(environment: Environment, hook: SlaHook) -> None:
     hub = hub_of(environment)
-    if hub.stop.reason:
+    if hub.stop_policy.reason:
         log.error("slabench sla: not graded: the run was stopped early (the reason is in the line above)")
         return  # its exit stands (3: a refused key, model or URL; 4: a failing server): not an SLA result
     code = hook.grade()

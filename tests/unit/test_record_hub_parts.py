@@ -129,7 +129,11 @@ def test_slabench_keeps_its_state_off_locusts_objects(tmp_path, monkeypatch):
     runner = env.create_local_runner()
     events.init.fire(environment=env, runner=runner, web_ui=None)
     hub = hub_of(env)
-    assert hub.run.run_id == "" and isinstance(hub.parts.get(SlaHook), SlaHook) and hub.stop.contract_judges_saturation
+    assert (
+        hub.run.run_id == ""
+        and isinstance(hub.parts.get(SlaHook), SlaHook)
+        and hub.stop_policy.contract_judges_saturation
+    )
     assert len(events.init._handlers) == len(set(events.init._handlers))
     for obj in (env, runner, events):
         assert not [k for k in vars(obj) if "slabench" in k.lower()], type(obj).__name__
