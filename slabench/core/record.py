@@ -184,6 +184,17 @@ class RequestRecord:
             raise RecordError(f"not a valid record ({e})") from None
         return cls(**kw)
 
+    @classmethod
+    def from_row(cls, d: dict[str, Any]) -> tuple[RequestRecord, dict[str, Any]]:
+        """`from_dict`, and the row to store for the record: `d` itself when it already is what `to_dict` gives (a
+        row of this schema, every field and no other, nothing `from_dict` fills in), else `to_dict()`. A record that
+        arrives as a row (a worker's batch) is then converted once, and written as it came."""
+        record = cls.from_dict(d)
+        own = d.keys() == _FIELD_NAMES and all(d[k] == v for k, v in _STAMP.items())
+        if own and not (d["stage_level"] is not None and d["stage_unit"] is None):
+            return record, d
+        return record, record.to_dict()
+
     def replace(self, **changes: Any) -> RequestRecord:
         return dataclasses.replace(self, **changes)
 
@@ -218,4 +229,5 @@ META_FIELDS = tuple(f.name for f in dataclasses.fields(RecordMeta))
 _FIELDS = dataclasses.fields(RequestRecord)
 _FIELD_NAMES = frozenset(f.name for f in _FIELDS)
 FIELD_TYPES = field_types(RequestRecord)
-_IDENTITY = frozenset(RECORD.stamp())
+_STAMP = RECORD.stamp()
+_IDENTITY = frozenset(_STAMP)

@@ -30,6 +30,7 @@ class RecordSink(Protocol):
     count: int
 
     def write(self, records: Iterable[RequestRecord]) -> None: ...
+    def write_rows(self, rows: Iterable[dict[str, Any]]) -> None: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
 
@@ -43,9 +44,10 @@ class JsonlSink:
         self.count = 0
 
     def write(self, records: Iterable[RequestRecord]) -> None:
-        self.write_dicts(r.to_dict() for r in records)
+        self.write_rows(r.to_dict() for r in records)
 
-    def write_dicts(self, rows: Iterable[dict[str, Any]]) -> None:
+    def write_rows(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Records as `RequestRecord.to_dict` rows (a row checked by `RequestRecord.from_row`)."""
         for row in rows:
             self._f.write(json_line(row))
             self.count += 1
@@ -90,8 +92,12 @@ class ParquetSink:
         self.count = 0
 
     def write(self, records: Iterable[RequestRecord]) -> None:
-        for r in records:
-            self._buffer.append(r.to_dict())
+        self.write_rows(r.to_dict() for r in records)
+
+    def write_rows(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Records as `RequestRecord.to_dict` rows (a row checked by `RequestRecord.from_row`)."""
+        for row in rows:
+            self._buffer.append(row)
             self.count += 1
         if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
             self.flush()

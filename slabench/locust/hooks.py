@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from slabench.locust.state import first_install
+
 
 def install_once(hooks: Any, part: str, add_options: Callable[..., None], on_init: Callable[..., None]) -> bool:
     """The first time `part` installs on `hooks`: its command-line options and its init listener, and True; after
     that False (its listeners are there already)."""
-    flag = f"_slabench_{part}_installed"
-    if getattr(hooks, flag, False):
+    if not first_install(hooks, part):
         return False
-    setattr(hooks, flag, True)
     hooks.init_command_line_parser.add_listener(add_options)
     hooks.init.add_listener(on_init)
     return True

@@ -20,7 +20,6 @@ import gevent.lock
 from locust.exception import RPCError
 
 from slabench.core.errors import UserError
-from slabench.core.record import RequestRecord
 from slabench.evidence.starvation import Starvation
 from slabench.locust.record_store import RecordStore
 from slabench.locust.shipping import MSG_ACK, MSG_FINAL, MSG_RECORDS
@@ -89,7 +88,7 @@ class MasterIntake:
                     self.inflight_seen[node] = data["inflight"]
                 step = slice_size or len(rows) or 1
                 for i in range(0, len(rows), step):
-                    self.store.store([RequestRecord.from_dict(d) for d in rows[i : i + step]])
+                    self.store.store_rows(rows[i : i + step])
                     if slice_size:
                         gevent.sleep(0)
 

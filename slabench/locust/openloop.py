@@ -39,6 +39,7 @@ import numpy as np
 
 from slabench.core import metrics
 from slabench.core.record import ErrorCategory, RequestRecord
+from slabench.locust.hub import hub_of
 
 log = logging.getLogger("slabench")
 
@@ -217,7 +218,7 @@ class Dispatcher:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.env = environment
-        self.hub = environment.slabench
+        self.hub = hub_of(environment)
         self.user_class = user_class
         self.host = host or environment.host
         self.items = list(items)
@@ -333,7 +334,7 @@ class Dispatcher:
             RequestRecord.dropped(
                 ErrorCategory.NOT_SENT,
                 reason,
-                run_id=hub.run_id,
+                run_id=hub.run.run_id,
                 request_id=uuid.uuid4().hex,
                 worker_id=hub.worker_id,
                 account=item.account,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from slabench.core.record import RequestRecord
 from slabench.core.sinks import RecordSink, open_sink
@@ -27,12 +28,33 @@ class RecordStore:
         self.tally, self.ids, self.duplicates = Tally(), set(), 0
 
     def store(self, records: list[RequestRecord]) -> None:
-        fresh = [r for r in records if r.request_id not in self.ids]
-        self.duplicates += len(records) - len(fresh)
-        self.ids.update(r.request_id for r in fresh)
-        self.tally.add(fresh)
+        fresh = self._fresh(records)
         if self.sink is not None:
             self.sink.write(fresh)
+        self._hand_on(fresh)
+
+    def store_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Records that arrive as rows (a worker's batch): each becomes a record once, through the record boundary
+        (`RequestRecord.from_row` raises for a row that breaks it), and is written as the row it came as."""
+        pairs = [RequestRecord.from_row(d) for d in rows]
+        rows_of = {id(r): row for r, row in pairs}
+        fresh = self._fresh([r for r, _ in pairs])
+        if self.sink is not None:
+            self.sink.write_rows(rows_of[id(r)] for r in fresh)
+        self._hand_on(fresh)
+
+    def _fresh(self, records: list[RequestRecord]) -> list[RequestRecord]:
+        """The records not stored yet (nor earlier in the same batch), counted for the run."""
+        fresh = []
+        for r in records:
+            if r.request_id not in self.ids:
+                self.ids.add(r.request_id)
+                fresh.append(r)
+        self.duplicates += len(records) - len(fresh)
+        self.tally.add(fresh)
+        return fresh
+
+    def _hand_on(self, fresh: list[RequestRecord]) -> None:
         for listener in self.listeners:
             for r in fresh:
                 listener(r)

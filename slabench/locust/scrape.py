@@ -1,8 +1,9 @@
 """Scrape the target's server metrics during every Locust run (master or local runner only; workers never do).
 
 When the record hub has started a run (its `run_started`: the sink is open, no user has started) a poller process
-(`python -m slabench.evidence.scrape`) takes the baseline scrape, then one a second; when the hub stops the run it
-takes the closing scrape (`stop_scrape`) and exits, leaving `server_metrics.jsonl` beside the records.
+(`python -m slabench.evidence.scrape`) takes the baseline scrape, then one a second; when the hub stops the run (its
+`run_stopping`, before run_status.json is written) it takes the closing scrape and exits, leaving
+`server_metrics.jsonl` beside the records.
 
 Options: `--server-metrics URL|pods|pods:SELECTOR|off` (default: the --host's `/metrics`), `--server-metrics-interval
 S` (default 1). `pods` scrapes every serving pod's own `/metrics` (found through the Kubernetes API by the label
@@ -26,6 +27,7 @@ from locust.runners import WorkerRunner
 from slabench.core.errors import UserError
 from slabench.evidence.scrape import FILE_NAME, check_option, metrics_url, pods_selector
 from slabench.locust.hooks import install_once
+from slabench.locust.hub import find_hub, hub_of
 
 log = logging.getLogger("slabench")
 READY_TIMEOUT_S = 20.0
@@ -49,7 +51,9 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         log.error("slabench: %s", problem)
         raise SystemExit(UserError.exit_code)
     if runner is not None and not isinstance(runner, WorkerRunner):  # workers never scrape
-        environment.slabench.run_started.append(lambda: _on_run_started(environment))
+        hub = hub_of(environment)
+        hub.run_started.append(lambda: _on_run_started(environment))
+        hub.run_stopping.append(lambda: _stop(environment))  # the closing scrape, for the server's request count
 
 
 def target_url(environment: Any) -> str | None:
@@ -123,30 +127,24 @@ class ScrapeProcess:
 
 def _on_run_started(environment: Any) -> None:
     """The hub's run_started (master or local runner): its sink is open, no user has started yet."""
-    hub = environment.slabench
+    hub = hub_of(environment)
     _stop(environment)  # a previous run's poller that never saw its test_stop
     url = target_url(environment)
     if url is None:
         return
     assert hub.store.sink is not None  # run_started comes after the sink is opened
     proc = ScrapeProcess(
-        url, hub.store.sink.path.parent / FILE_NAME, hub.run_id, environment.parsed_options, environment.host
+        url, hub.store.sink.path.parent / FILE_NAME, hub.run.run_id, environment.parsed_options, environment.host
     )
-    environment.slabench_scrape = proc
+    hub.parts.put(proc)
     proc.wait_ready()
 
 
-def stop_scrape(environment: Any) -> None:
-    """Take the run's closing scrape now and stop the poller (the record hub calls this before it writes the run's
-    status, which reconciles the records with the server's request count); a no-op when no poller runs."""
-    _stop(environment)
-
-
 def _stop(environment: Any) -> None:
-    proc: ScrapeProcess | None = getattr(environment, "slabench_scrape", None)
+    hub = find_hub(environment)
+    proc = hub.parts.pop(ScrapeProcess) if hub is not None else None
     if proc is None:
         return
-    environment.slabench_scrape = None
     summary = proc.stop()
     if summary:
         log.info("slabench: server metrics: %s", summary)

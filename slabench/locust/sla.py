@@ -6,8 +6,8 @@ stops and sets the process exit code, for CI users who never run the sweep.
   run's records are graded (`sla.single_run`: one run, so every verdict says "single run"), the verdict is logged
   line by line and written as ``verdict.json`` / ``verdict.md`` beside the records.
 - Exit code: 0 PASS, 1 CONDITIONAL (0 with ``--sla-allow-conditional``), 2 FAIL, 3 invalid input (e.g. a quality
-  floor for a task the run did not grade; a misspelt Locust option, see `locust_plugin.usage_errors_exit_3`), 4 when
-  the run is incomplete whatever the verdict (a lost worker, requests not sent, no request answered, saturation:
+  floor for a task the run did not grade; a misspelt Locust option, `slabench.locust.options.usage_errors_exit_3`),
+  4 when the run is incomplete whatever the verdict (a lost worker, requests not sent, no request answered, saturation:
   `run_status.json` says why). With ``--sla`` the contract decides: it replaces Locust's own "any failed request
   → 1" rule (the contract's error_rate is the judge of errors).
 - The load: records stamped by a shape carry their level; a plain run's records do not, so the run is taken to be
@@ -28,8 +28,9 @@ from locust.env import Environment
 from locust.runners import WorkerRunner
 
 from slabench.core.errors import ExitCode, UserError
-from slabench.locust.env_state import hub_of, options
 from slabench.locust.hooks import install_once
+from slabench.locust.hub import hub_of
+from slabench.locust.options import options
 
 log = logging.getLogger("slabench.sla")
 
@@ -123,8 +124,10 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
         log.error("slabench sla: %s", e)
         raise SystemExit(UserError.exit_code) from None
     hook = SlaHook(environment, loaded)
-    environment.slabench_sla = hook  # type: ignore[attr-defined]  # the web UI's LLM tab shows its verdict
-    hub_of(environment).run_ended.append(lambda: _grade(environment, hook))  # records closed, run_status.json written
+    hub = hub_of(environment)
+    hub.parts.put(hook)  # the web UI's LLM tab shows its verdict
+    hub.stop_policy.contract_judges_saturation = True
+    hub.run_ended.append(lambda: _grade(environment, hook))  # records closed, run_status.json written
 
 
 def _check_one_run(opts: Any) -> None:
@@ -141,12 +144,12 @@ def _check_one_run(opts: Any) -> None:
 
 def _grade(environment: Environment, hook: SlaHook) -> None:
     hub = hub_of(environment)
-    if hub.stop_reason:
+    if hub.stop_policy.reason:
         log.error("slabench sla: not graded: the run was stopped early (the reason is in the line above)")
         return  # its exit stands (3: a refused key, model or URL; 4: a failing server): not an SLA result
     code = hook.grade()
     # a run that did not measure what it claims (a lost worker, nothing answered) exits 4 whatever the verdict
-    if hub.status is not None and hub.status.reasons() and code != ExitCode.BAD_INPUT:
+    if hub.run.status is not None and hub.run.status.reasons() and code != ExitCode.BAD_INPUT:
         code = ExitCode.INCOMPLETE
     environment.process_exit_code = code
 

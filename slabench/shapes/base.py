@@ -27,9 +27,11 @@ from slabench.core.errors import UserError
 from slabench.core.record import ErrorCategory, RequestRecord, StageUnit, stage_fields
 from slabench.locust.distributed import fail_at_start
 from slabench.locust.hooks import install_once
+from slabench.locust.hub import find_hub, hub_of
 from slabench.locust.openloop import Dispatcher, OpenLoopItem, item_meta, merge_reports, summary_line
 from slabench.locust.plugin import LLMUser, refresh_loop_clock
 from slabench.locust.plugin import install as install_plugin
+from slabench.locust.state import first_install
 from slabench.shapes.schedules import Span, partition, span_at, step_plan
 
 log = logging.getLogger("slabench")
@@ -229,7 +231,8 @@ class OpenLoopShape(SlabenchShape):
     abstract = True
 
     def step(self, plan: Plan, t: float, environment: Any) -> tuple[int, float] | None:
-        rt: ShapeRuntime = environment.slabench_shapes
+        rt = hub_of(environment).parts.get(ShapeRuntime)
+        assert rt is not None  # put at init, before the shape's first tick
         if self.t0 is not None and rt.all_reported():
             return None
         opts = environment.parsed_options
@@ -260,13 +263,13 @@ def fail(environment: Any, e: UserError) -> None:
 
 # -- the per-process runtime -------------------------------------------------------------------------------------
 class ShapeRuntime:
-    """Per process (at `environment.slabench_shapes`): starts the shape's stage clock / dispatchers, and on the
+    """Per process (one of the hub's parts): starts the shape's stage clock / dispatchers, and on the
     master (or local runner) checks that every scheduled item ends as exactly one record."""
 
     def __init__(self, environment: Any) -> None:
         self.env = environment
         self.runner = environment.runner
-        self.hub = environment.slabench
+        self.hub = hub_of(environment)
         self.is_master = isinstance(self.runner, MasterRunner)
         self.is_worker = isinstance(self.runner, WorkerRunner)
         self.shape: SlabenchShape | None = None
@@ -380,7 +383,7 @@ class ShapeRuntime:
                     "its worker was lost; not known to have been sent"
                     if lost
                     else "its worker was lost before it sent this item",
-                    run_id=self.hub.run_id,
+                    run_id=self.hub.run.run_id,
                     request_id=f"lost-{uuid.uuid4().hex}",
                     worker_id=worker_id,
                     account=item.account,
@@ -534,7 +537,7 @@ def _select_shape(environment: Any) -> None:
 def _on_init(environment: Any, runner: Any, **_: Any) -> None:
     if runner is None or not isinstance(runner, LocalRunner | MasterRunner | WorkerRunner):
         return
-    environment.slabench_shapes = ShapeRuntime(environment)
+    hub_of(environment).parts.put(ShapeRuntime(environment))
     if isinstance(runner, WorkerRunner) or environment.parsed_options is None:
         return
     try:
@@ -548,7 +551,8 @@ def _on_init(environment: Any, runner: Any, **_: Any) -> None:
 
 
 def _runtime(environment: Any, method: str) -> None:
-    rt = getattr(environment, "slabench_shapes", None)
+    hub = find_hub(environment)
+    rt = hub.parts.get(ShapeRuntime) if hub is not None else None
     if rt is not None:
         getattr(rt, method)()
 
@@ -557,11 +561,9 @@ def install(shape_class: type[SlabenchShape], hooks: Any = events) -> None:
     """Register the shape machinery once per event hooks, and `shape_class`'s options once per alias."""
     install_plugin(hooks)  # the record hub exists from its init on; the runtime rides on its run_started
     if install_once(hooks, "shapes", add_common_options, _on_init):
-        hooks._slabench_shape_options = set()
         hooks.test_stopping.add_listener(lambda environment, **_: _runtime(environment, "on_test_stopping"))
         hooks.test_stop.add_listener(lambda environment, **_: _runtime(environment, "on_test_stop"))
-    if shape_class.alias not in hooks._slabench_shape_options:
-        hooks._slabench_shape_options.add(shape_class.alias)
+    if first_install(hooks, f"{__name__}:{shape_class.alias}"):
         hooks.init_command_line_parser.add_listener(shape_class.add_options)
 
 

@@ -10,7 +10,7 @@ warm-up can be changed afterwards (`slabench aggregate --warmup-s`) without re-r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gevent
 from locust import events
@@ -18,9 +18,7 @@ from locust.env import Environment
 from locust.runners import Runner, WorkerRunner
 
 from slabench.core.record import StageUnit, stage_fields
-
-if TYPE_CHECKING:
-    from slabench.locust.plugin import RecordHub
+from slabench.locust.hub import RecordHub, find_hub
 
 POLL_S = 0.1
 
@@ -48,7 +46,7 @@ def _stage(environment: Environment) -> dict[str, Any]:
 
 @events.init.add_listener  # type: ignore[untyped-decorator]  # locust's EventHook is unannotated
 def _on_init(environment: Environment, **_: Any) -> None:
-    hub = getattr(environment, "slabench", None)
+    hub = find_hub(environment)
     if hub is not None and hub.stage_fn is None:
         # Read the options at call time: workers receive the master's values only when the test starts.
         hub.stage_fn = lambda: _stage(environment)
@@ -67,6 +65,6 @@ def _watch(runner: Runner, hub: RecordHub, limit: int) -> None:
 def _on_test_start(environment: Environment, **_: Any) -> None:
     opts, runner = environment.parsed_options, environment.runner
     limit = opts.stop_after_requests if opts is not None else 0
-    hub = getattr(environment, "slabench", None)
+    hub = find_hub(environment)
     if limit > 0 and runner is not None and not isinstance(runner, WorkerRunner) and hub is not None:
         gevent.spawn(_watch, runner, hub, limit)

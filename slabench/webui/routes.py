@@ -38,8 +38,11 @@ from slabench.core.record import RequestRecord
 from slabench.core.run_id import check_run_id
 from slabench.core.sinks import check_records_path
 from slabench.evidence.run_status import MeasurementPolicy, saturation_reasons
-from slabench.locust.env_state import options
 from slabench.locust.hooks import install_once
+from slabench.locust.hub import RecordHub, find_hub
+from slabench.locust.options import options
+from slabench.locust.scrape import ScrapeProcess
+from slabench.locust.sla import SlaHook
 from slabench.webui import server_metrics, tab
 from slabench.webui.live import DEFAULT_WINDOW_S, LiveAggregator, Series, series_point, stage_view
 
@@ -65,7 +68,7 @@ def add_options(parser: Any) -> None:
 class LiveView:
     """Per master/local runner: the aggregator fed by the hub, the chart series, the server and SLA readings."""
 
-    def __init__(self, environment: Environment, hub: Any) -> None:
+    def __init__(self, environment: Environment, hub: RecordHub) -> None:
         self.env = environment
         self.hub = hub
         opts = environment.parsed_options
@@ -119,7 +122,7 @@ class LiveView:
     def in_flight(self) -> int | None:
         if self.hub.intake is not None:  # the master: what the workers last reported
             return sum(len(v) for v in self.hub.intake.inflight_seen.values())
-        return len(self.hub.inflight)
+        return len(self.hub.run.inflight)
 
     def stage(self) -> dict[str, Any] | None:
         """The shape's stage now (when this process knows it), else None: the aggregator then uses the latest
@@ -139,15 +142,15 @@ class LiveView:
 
     def server(self) -> dict[str, Any] | None:
         """The latest scrape of the run's poller (`slabench.locust.scrape`), or None when none runs for this run."""
-        poller = getattr(self.env, "slabench_scrape", None)
+        poller = self.hub.parts.get(ScrapeProcess)
         if poller is not None:
             self._scrape_file = Path(poller.out)
         if self._scrape_file is None:
             return None
         return server_metrics.reading(server_metrics.last_line(self._scrape_file), str(self._scrape_file))
 
-    def sla_hook(self) -> Any:
-        return getattr(self.env, "slabench_sla", None)  # set by slabench.locust.sla when --sla is given
+    def sla_hook(self) -> SlaHook | None:
+        return self.hub.parts.get(SlaHook)  # put by slabench.locust.sla when --sla is given
 
     # -- the loops -----------------------------------------------------------------------------------------------
     def _sample_loop(self) -> None:
@@ -207,7 +210,7 @@ class LiveView:
         snap = self.snapshot()
         return {
             **snap,
-            "run_id": self.hub.run_id,
+            "run_id": self.hub.run.run_id,
             "state": str(self.env.runner.state) if self.env.runner else None,
             "lost_workers": dict(self.hub.intake.lost_workers) if self.hub.intake is not None else {},
             "saturation": self.saturation(),
@@ -287,7 +290,7 @@ def blueprint(view: LiveView, web_ui: Any, base: str) -> Blueprint:
     @bp.route("/records.jsonl")
     @auth
     def records() -> Response:
-        name = f"{view.hub.run_id or 'run'}-records-so-far.jsonl"
+        name = f"{view.hub.run.run_id or 'run'}-records-so-far.jsonl"
         return Response(
             stream_with_context(view.records_jsonl()),
             mimetype="application/x-ndjson",
@@ -389,12 +392,12 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
     web_ui = web_ui or getattr(environment, "web_ui", None)
     if runner is None or web_ui is None or isinstance(runner, WorkerRunner):
         return
-    hub = getattr(environment, "slabench", None)
+    hub = find_hub(environment)
     if hub is None:
         log.warning("slabench: no record hub; the LLM tab is off (install slabench first)")
         return
     view = LiveView(environment, hub)
-    environment.slabench_live = view  # type: ignore[attr-defined]  # the view, for whoever holds the environment
+    hub.parts.put(view)  # the view, for whoever holds the hub
     hub.store.listeners.append(view.on_record)
     hub.run_started.append(view.start)
     hub.run_ended.append(view.stop)  # the final figures and grade read the closed records

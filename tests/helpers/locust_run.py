@@ -31,6 +31,30 @@ def run_locust(*args: str, timeout: float = 120, env: dict | None = None) -> Loc
     return LocustResult(p.returncode, out, err, p.pid)
 
 
+CHAT = "locustfiles/chat_replay.py"
+
+
+def run_users(
+    locustfile: str | Path,
+    host: str | None,
+    records: str | Path,
+    *extra: str,
+    users: int,
+    run_time: str,
+    spawn_rate: int | str | None = None,
+    stop_timeout: float | None = None,
+    timeout: float = 120,
+    env: dict | None = None,
+) -> LocustResult:
+    """The closed-loop run most tests make: `users` users of `locustfile` (all spawned at once unless `spawn_rate`)
+    against `host` (None: the embedded simulator) for `run_time`, records at `records`; `extra` adds options."""
+    argv = ["-f", str(locustfile), *(("--host", host) if host else ())]
+    argv += ["-u", str(users), "-r", str(spawn_rate or users), "-t", run_time, "--records", str(records)]
+    if stop_timeout is not None:
+        argv += ["--stop-timeout", f"{stop_timeout:g}"]
+    return run_locust(*argv, *extra, timeout=timeout, env=env)
+
+
 def scrape(url: str) -> dict[str, float]:
     """Prometheus samples at `url`/metrics, summed over labels: {sample name: value}."""
     import urllib.request

@@ -86,14 +86,13 @@ def test_a_tls_stream_that_stalls_is_a_stall(server):
 
 def test_a_locust_run_reaches_a_self_signed_server_with_insecure_only(server, tmp_path):
     from slabench.core.sinks import read_records
-    from tests.helpers.locust_run import ROOT, assert_exit, run_locust
+    from tests.helpers.locust_run import CHAT, assert_exit, run_users
 
     def run(name: str, *extra: str):
         records = tmp_path / name / "records.jsonl"
-        res = run_locust(
-            "-f", str(ROOT / "locustfiles" / "chat_replay.py"), "--host", server.url, "-u", "2", "-r", "2", "-t", "5s",
-            "--prompt-tokens", "16", "--max-tokens", "8", "--records", str(records), *extra,
-        )  # fmt: skip
+        res = run_users(
+            CHAT, server.url, records, "--prompt-tokens", "16", "--max-tokens", "8", *extra, users=2, run_time="5s"
+        )
         return res, list(read_records(records)) if records.exists() else []
 
     res, records = run("insecure", "--insecure")

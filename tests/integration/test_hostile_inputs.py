@@ -26,7 +26,7 @@ from slabench.core.sinks import read_records
 from slabench.core.tokens import ChatTokenizer
 from slabench.locust.spool import Journal
 from tests.helpers.analysis_helpers import rec, write_run
-from tests.helpers.locust_run import ROOT, run_locust, scrape
+from tests.helpers.locust_run import CHAT, ROOT, run_locust, run_users, scrape
 from tests.helpers.ports import free_port
 from tests.helpers.tokenizer_helpers import build_coarse_tokenizer
 
@@ -458,9 +458,8 @@ def test_a_tokenizer_of_another_vocabulary_is_said_once_the_server_counts_otherw
 
 def test_a_locust_run_with_another_models_tokenizer_warns(simulator, coarse_tokenizer):
     url = simulator("--ttft", "0.005", "--itl", "0.001", "--output-tokens", "4")  # counts with the estimator
-    res = run_locust("-f", "locustfiles/chat_replay.py", "--host", url, "-u", "2", "-r", "2", "-t", "6s",
-                     "--prompt-tokens", "256", "--tokenizer", str(coarse_tokenizer), "--max-tokens", "4",
-                     "--records", str(coarse_tokenizer.parent / "r.jsonl"))  # fmt: skip
+    res = run_users(CHAT, url, coarse_tokenizer.parent / "r.jsonl", "--prompt-tokens", "256", "--tokenizer",
+                    str(coarse_tokenizer), "--max-tokens", "4", users=2, run_time="6s")  # fmt: skip
     assert "Traceback" not in res.stderr, res.stderr[-3000:]
     said = [x for x in res.stderr.splitlines() if "does not count as the server does" in x]
     assert len(said) == 1 and "--tokenizer" in said[0], res.stderr[-3000:]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.helpers.locust_run import run_locust
+from tests.helpers.locust_run import CHAT, run_users
 from tests.helpers.sla_helpers import write
 from tests.integration.test_saturation import FAST, GENEROUS
 
@@ -16,9 +16,9 @@ def test_the_verdict_is_at_the_concurrency_measured(simulator, tmp_path, spawn_r
     url = simulator(*FAST)
     records = tmp_path / "run" / "records.jsonl"
     sla = write(tmp_path, GENEROUS.replace("{LOAD}", "{concurrency: 8}"))
-    res = run_locust(
-        "-f", "locustfiles/chat_replay.py", "--host", url, "-u", "8", "-r", spawn_rate, "-t", run_time,
-        "--stop-timeout", "10", "--records", str(records), "--prompt-tokens", "16", "--sla", str(sla),
+    res = run_users(
+        CHAT, url, records, "--prompt-tokens", "16", "--sla", str(sla),
+        users=8, spawn_rate=spawn_rate, run_time=run_time, stop_timeout=10,
     )  # fmt: skip
     verdict = json.loads((records.parent / "verdict.json").read_text())
     short = [r for r in verdict["incomplete"] if "the load was not reached" in r]

@@ -15,7 +15,7 @@ import pytest
 from slabench.core.record import ErrorCategory, Outcome
 from slabench.core.sinks import read_records
 from slabench.sim.cli import EMBEDDED_NICE
-from tests.helpers.locust_run import ROOT, assert_exit, run_locust, scrape
+from tests.helpers.locust_run import ROOT, assert_exit, run_locust, run_users, scrape
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "chat_replay.py")
 # A run that must make requests is bounded by a request count, not a short -t: on a busy machine a 1-second run may
@@ -42,21 +42,10 @@ def test_every_request_becomes_exactly_one_record(simulator, tmp_path, processes
     url = simulator(*FAST)
     records_path = tmp_path / "records.jsonl"
     extra = ["--processes", str(processes)] if processes else []
-    res = run_locust(
-        "-f",
+    res = run_users(
         LOCUSTFILE,
-        "--host",
         url,
-        "-u",
-        "6",
-        "-r",
-        "6",
-        "-t",
-        "3s",
-        "--stop-timeout",
-        "5",
-        "--records",
-        str(records_path),
+        records_path,
         "--csv",
         str(tmp_path / "stats"),
         "--json-file",
@@ -64,6 +53,9 @@ def test_every_request_becomes_exactly_one_record(simulator, tmp_path, processes
         "--prompt-tokens",
         "64",
         *extra,
+        users=6,
+        run_time="3s",
+        stop_timeout=5,
     )
     assert_exit(res.returncode, tmp_path, 0, output=res.stderr)  # 4 only for a machine too busy to measure (it says so)
     records = read_records(records_path)
@@ -108,22 +100,7 @@ def test_locusts_own_table_counts_each_request_once(simulator, tmp_path, process
 def test_users_stopped_mid_stream_leave_cancelled_records(simulator, tmp_path):
     url = simulator("--ttft", "0.05", "--itl", "0.05", "--output-tokens", "200")  # 10 s per request
     records_path = tmp_path / "records.parquet"
-    res = run_locust(
-        "-f",
-        LOCUSTFILE,
-        "--host",
-        url,
-        "-u",
-        "4",
-        "-r",
-        "4",
-        "-t",
-        "2s",
-        "--processes",
-        "2",
-        "--records",
-        str(records_path),
-    )
+    res = run_users(LOCUSTFILE, url, records_path, "--processes", "2", users=4, run_time="2s")
     # no request was answered before the stop: the run measured nothing complete, and says so (exit 4)
     assert res.returncode == 4, res.stderr[-2000:]
     assert "the run is incomplete (exit 4): no request was answered" in res.stderr
@@ -168,20 +145,7 @@ def test_malformed_host_is_one_clear_line(tmp_path):
 
 def test_unreachable_host_gives_error_records_not_a_traceback(tmp_path):
     records_path = tmp_path / "r.jsonl"
-    res = run_locust(
-        "-f",
-        LOCUSTFILE,
-        "--host",
-        "http://127.0.0.1:9",
-        "-u",
-        "2",
-        "-r",
-        "2",
-        "-t",
-        "2s",
-        "--records",
-        str(records_path),
-    )
+    res = run_users(LOCUSTFILE, "http://127.0.0.1:9", records_path, users=2, run_time="2s")
     assert res.returncode == 4  # no request was answered: nothing measured
     assert "the run is incomplete (exit 4): no request was answered" in res.stderr
     assert "Traceback" not in res.stderr

@@ -366,7 +366,7 @@ def test_an_in_cluster_locust_run_says_when_the_contracts_replicas_are_not_what_
     """The Job's own grading (locust --sla, as slabench deploy runs a burst): the run's provenance found two Ready
     serving pods, the contract prices one — the verdict says so. The pods are the fake API server's; the load goes to
     a real simulator."""
-    from tests.helpers.locust_run import run_locust
+    from tests.helpers.locust_run import CHAT, run_users
 
     url = simulator("--ttft", "0.01", "--itl", "0.001", "--output-tokens", "4")
     kube = FakeKube().start()
@@ -385,9 +385,8 @@ def test_an_in_cluster_locust_run_says_when_the_contracts_replicas_are_not_what_
         env = {**os.environ, "KUBECONFIG": str(cfg), "POD_NAMESPACE": "slabench", "SLABENCH_SERVING_SELECTOR": selector}
         env.pop("KUBERNETES_SERVICE_HOST", None)
         records = tmp_path / "run" / "records.jsonl"
-        res = run_locust("-f", "locustfiles/chat_replay.py", "--host", url, "-u", "1", "-r", "1", "-t", "3s",
-                         "--max-tokens", "4", "--prompt-tokens", "16", "--records", str(records),
-                         "--sla", str(sla), env=env)  # fmt: skip
+        res = run_users(CHAT, url, records, "--max-tokens", "4", "--prompt-tokens", "16", "--sla", str(sla),
+                        users=1, run_time="3s", env=env)  # fmt: skip
     finally:
         kube.stop()
     status = json.loads((records.parent / "run_status.json").read_text())

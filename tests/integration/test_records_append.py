@@ -14,7 +14,7 @@ import urllib.parse
 import urllib.request
 
 from slabench.core.sinks import open_sink, read_records
-from tests.helpers.locust_run import ROOT, assert_exit, run_locust, scrape
+from tests.helpers.locust_run import CHAT, ROOT, assert_exit, run_users, scrape
 from tests.helpers.ports import free_port
 from tests.helpers.sla_helpers import record, write
 from tests.integration.test_shapes_webui import get_json, wait_state
@@ -38,10 +38,9 @@ def earlier_run(path):
 
 def locust(url, records, *extra):
     """A request-count run (6 records, however busy the machine), as the sweep makes them."""
-    return run_locust(
-        "-f", "locustfiles/chat_replay.py,slabench/sweep/locust_stage.py", "--stop-after-requests", "6",
-        "--host", url, "-u", "2", "-r", "2", "-t", "60s", "--stop-timeout", "5",
-        "--records", str(records), "--prompt-tokens", "16", *extra,
+    return run_users(
+        f"{CHAT},slabench/sweep/locust_stage.py", url, records, "--stop-after-requests", "6", "--prompt-tokens", "16",
+        *extra, users=2, run_time="60s", stop_timeout=5,
     )  # fmt: skip
 
 

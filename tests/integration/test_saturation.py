@@ -16,7 +16,7 @@ import time
 import psutil
 import pytest
 
-from tests.helpers.locust_run import exit_for, run_locust
+from tests.helpers.locust_run import CHAT, exit_for, run_locust, run_users
 from tests.helpers.sla_helpers import write
 
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "10")
@@ -121,10 +121,9 @@ def test_a_starved_simulator_makes_the_run_incomplete(simulator, tmp_path):
 
     thread = threading.Thread(target=starve)
     thread.start()
-    res = run_locust(
-        "-f", "locustfiles/chat_replay.py", "--host", url, "-u", "8", "-r", "8", "-t", "10s", "--stop-timeout", "10",
-        "--records", str(records), "--prompt-tokens", "16", "--sla", str(contract(tmp_path, "concurrency: 8")),
-        "--server-metrics-interval", "0.5",
+    res = run_users(
+        CHAT, url, records, "--prompt-tokens", "16", "--sla", str(contract(tmp_path, "concurrency: 8")),
+        "--server-metrics-interval", "0.5", users=8, run_time="10s", stop_timeout=10,
     )  # fmt: skip
     thread.join()
     assert res.returncode == 4, res.stderr[-3000:]
@@ -200,9 +199,9 @@ def test_a_load_generator_starved_by_another_process_is_incomplete(simulator, tm
     thread = threading.Thread(target=starve)
     thread.start()
     try:
-        res = run_locust(
-            "-f", "locustfiles/chat_replay.py", "--host", url, "-u", "8", "-r", "8", "-t", "6s", "--stop-timeout", "10",
-            "--records", str(records), "--prompt-tokens", "16", "--sla", str(contract(tmp_path, "concurrency: 8")),
+        res = run_users(
+            CHAT, url, records, "--prompt-tokens", "16", "--sla", str(contract(tmp_path, "concurrency: 8")),
+            users=8, run_time="6s", stop_timeout=10,
         )  # fmt: skip
     finally:
         thread.join()
@@ -220,10 +219,7 @@ def test_a_runs_event_loop_is_measured(simulator, tmp_path):
     machine this run's loop is never late (no wake-up 5 ms late: 0 % against the 5 % a contract allows by default)."""
     url = simulator(*FAST)
     records = tmp_path / "run" / "records.jsonl"
-    res = run_locust(
-        "-f", "locustfiles/chat_replay.py", "--host", url, "-u", "8", "-r", "8", "-t", "3s", "--stop-timeout", "10",
-        "--records", str(records), "--prompt-tokens", "16",
-    )  # fmt: skip
+    res = run_users(CHAT, url, records, "--prompt-tokens", "16", users=8, run_time="3s", stop_timeout=10)
     status = json.loads((records.parent / "run_status.json").read_text())
     sat = status["saturation"]
     assert res.returncode == exit_for(records.parent), res.stderr[-3000:]  # what it says, it exits with

@@ -15,7 +15,7 @@ from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
 from slabench.evidence import crosscheck
 from slabench.evidence.scrape import COUNTERS, FILE_NAME, read_scrapes
-from tests.helpers.locust_run import ROOT, assert_exit, run_locust, scrape
+from tests.helpers.locust_run import ROOT, assert_exit, run_users, scrape
 from tests.helpers.ports import free_port
 
 FAST = ("--ttft", "0.03", "--itl", "0.003", "--output-tokens", "24")
@@ -40,25 +40,9 @@ def locustfile(tmp_path: Path) -> str:
 
 def run(tmp_path: Path, url: str, *extra: str, seconds: str = "3s"):
     records = tmp_path / "run" / "records.jsonl"
-    res = run_locust(
-        "-f",
-        locustfile(tmp_path),
-        "--host",
-        url,
-        "-u",
-        "4",
-        "-r",
-        "4",
-        "-t",
-        seconds,
-        "--stop-timeout",
-        "5",  # in-flight requests finish: every record has the server's usage
-        "--records",
-        str(records),
-        "--prompt-tokens",
-        "40",
-        *extra,
-        env=None,
+    # --stop-timeout: in-flight requests finish, so every record has the server's usage
+    res = run_users(
+        locustfile(tmp_path), url, records, "--prompt-tokens", "40", *extra, users=4, run_time=seconds, stop_timeout=5
     )
     return res, records
 

@@ -14,8 +14,10 @@ from locust.event import Events
 
 from slabench.core.record import ErrorCategory, Outcome
 from slabench.core.sinks import read_records
+from slabench.locust.hub import hub_of
 from slabench.locust.openloop import Dispatcher, OpenLoopItem, current_item
-from slabench.locust.plugin import LLMUser, add_options
+from slabench.locust.options import add_options
+from slabench.locust.plugin import LLMUser
 from slabench.locust.plugin import install as install_plugin
 from tests.helpers.locust_run import scrape
 
@@ -45,7 +47,7 @@ def environment(tmp_path, user_class: type, host: str) -> Environment:
     env = Environment(user_classes=[user_class], events=events, parsed_options=opts, host=host)
     runner = env.create_local_runner()
     events.init.fire(environment=env, runner=runner, web_ui=None)
-    env.slabench.start_run()
+    hub_of(env).start_run()
     return env
 
 
@@ -57,7 +59,7 @@ def items(n: int, gap: float) -> list[OpenLoopItem]:
 
 
 def finish(env: Environment) -> list:
-    env.slabench.on_test_stop()
+    hub_of(env).on_test_stop()
     return read_records(env.parsed_options.records)
 
 

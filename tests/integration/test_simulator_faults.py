@@ -4,7 +4,7 @@ from collections import Counter
 
 from slabench.core.record import ErrorCategory, Outcome
 from slabench.core.sinks import read_records
-from tests.helpers.locust_run import ROOT, run_locust
+from tests.helpers.locust_run import CHAT, run_users
 
 FAULTS = [
     "http_500=0.08",
@@ -36,24 +36,7 @@ def test_faults_are_classified_and_the_run_continues(simulator, tmp_path):
         *flags,
     )
     records_path = tmp_path / "r.jsonl"
-    res = run_locust(
-        "-f",
-        str(ROOT / "locustfiles" / "chat_replay.py"),
-        "--host",
-        url,
-        "-u",
-        "6",
-        "-r",
-        "6",
-        "-t",
-        "6s",
-        "--stop-timeout",
-        "3",
-        "--stall-timeout",
-        "0.5",
-        "--records",
-        str(records_path),
-    )
+    res = run_users(CHAT, url, records_path, "--stall-timeout", "0.5", users=6, run_time="6s", stop_timeout=3)
     assert "Traceback" not in res.stderr
     records = read_records(records_path)
     seen = Counter(

@@ -2,31 +2,14 @@
 
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
-from tests.helpers.locust_run import ROOT, assert_exit, run_locust, scrape
+from tests.helpers.locust_run import CHAT, assert_exit, run_users, scrape
 
 
 def test_profile_engine_metrics_agree_with_records(simulator, tmp_path):
     url = simulator("--profile", "l4")
     records_path = tmp_path / "r.jsonl"
-    res = run_locust(
-        "-f",
-        str(ROOT / "locustfiles" / "chat_replay.py"),
-        "--host",
-        url,
-        "-u",
-        "4",
-        "-r",
-        "4",
-        "-t",
-        "3s",
-        "--stop-timeout",
-        "20",
-        "--max-tokens",
-        "24",
-        "--prompt-tokens",
-        "300",
-        "--records",
-        str(records_path),
+    res = run_users(
+        CHAT, url, records_path, "--max-tokens", "24", "--prompt-tokens", "300", users=4, run_time="3s", stop_timeout=20
     )
     assert_exit(res.returncode, records_path.parent, 0, output=res.stderr)
     records = read_records(records_path)

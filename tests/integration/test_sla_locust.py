@@ -5,7 +5,7 @@ CONDITIONAL with --sla-allow-conditional, and 3 on a bad contract before any loa
 import json
 
 from slabench.core.sinks import read_records
-from tests.helpers.locust_run import assert_exit, pass_or_doubtful, run_locust
+from tests.helpers.locust_run import assert_exit, pass_or_doubtful, run_users
 from tests.helpers.sla_helpers import write
 
 FAST = ("--ttft", "0.02", "--itl", "0.002", "--output-tokens", "20")
@@ -37,10 +37,9 @@ FAILS = PASSES.replace("ttft_p95_s: {max: 2.0}", "ttft_p95_s: {max: 0.001}")
 def locust(tmp_path, url, sla, *extra, users=4):
     lf = write(tmp_path, LOCUSTFILE, "sla_locustfile.py")
     records = tmp_path / "run" / "records.jsonl"
-    res = run_locust(
-        "-f", str(lf), "--host", url, "-u", str(users), "-r", str(users), "-t", "2s", "--stop-timeout", "5",
-        "--records", str(records), "--prompt-tokens", "32", "--sla", str(sla), *extra,
-    )  # fmt: skip
+    res = run_users(
+        lf, url, records, "--prompt-tokens", "32", "--sla", str(sla), *extra, users=users, run_time="2s", stop_timeout=5
+    )
     return res, records
 
 

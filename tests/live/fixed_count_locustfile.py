@@ -16,6 +16,7 @@ from locust import events
 import locustfiles.chat_replay as chat_replay
 import locustfiles.qa_grading as qa_grading
 from slabench.locust import scrape as locust_scrape
+from slabench.locust.hub import find_hub
 
 locust_scrape.install()  # idempotent; a no-op once the plugin's install() does it
 
@@ -35,11 +36,12 @@ class _Budget:
 def _start(environment: Any, **_: Any) -> None:
     limit = environment.parsed_options.request_count
     environment.fixed_count = _Budget(limit)
-    if limit <= 0 or getattr(environment, "slabench", None) is None:
+    hub = find_hub(environment)
+    if limit <= 0 or hub is None:
         return
 
     def watch() -> None:
-        while environment.slabench.emitted < limit:
+        while hub.run.emitted < limit:
             gevent.sleep(0.05)
         environment.runner.quit()
 

@@ -101,7 +101,7 @@ def test_a_parquet_run_killed_while_writing_a_part_keeps_every_flushed_record(tm
 
 
 def test_a_salt_goes_before_the_first_words_of_a_copy():
-    from slabench.locust.plugin import salted
+    from slabench.locust.user import salted
 
     messages = [{"role": "system", "content": "rules"}, {"role": "user", "content": "call"}]
     out, _ = salted(messages, None, "s1 L2 r1")
