@@ -32,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from slabench.core.record import Outcome
 from slabench.core.sinks import read_records
+from tests.helpers.locust_run import assert_exit
 from tests.helpers.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,7 +198,7 @@ def test_master_workers_and_simulator_on_separate_hosts(net: Net, procs: Procs, 
         rc = master.wait(60)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the master did not finish:\n{procs.log('master')[-3000:]}")
-    assert rc == 0, procs.log("master")[-3000:]
+    assert_exit(rc, tmp_path, 0, output=procs.log("master"))  # or 4 where a busy machine froze it, as it says
 
     records = read_records(records_path)
     assert len(records) > 20, procs.log("master")[-2000:]
