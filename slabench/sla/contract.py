@@ -318,8 +318,11 @@ class LoadedContract:
         return _error(self.path, self.lines, loc, message)
 
     def check_tasks_ran(self, levels: list[LevelEstimates]) -> None:
-        """A quality floor for a task no level measured is a contract/run mismatch, not a "no data" FAIL."""
+        """A quality floor for a task no level measured is a contract/run mismatch, not a "no data" FAIL — unless no
+        request was answered at all (a run cut short): then no task could be graded, and the floors have no data."""
         ran = set().union(*(lv.quality_tasks() for lv in levels))
+        if not ran and all(lv.get("e2e_p50") is None for lv in levels):
+            return
         for task in self.contract.quality:
             if task not in ran:
                 seen = ", ".join(sorted(ran)) or "none (the records carry no quality fields)"
