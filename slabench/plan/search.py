@@ -121,26 +121,24 @@ def first_guess(config: EngineConfig, load: PlannedLoad, checks: list[Check]) ->
 
 
 def fewest_replicas(
+    job: ProfileJob,
     config: EngineConfig,
-    load: PlannedLoad,
-    checks: list[Check],
-    balancer: str,
-    drain_timeout: float,
-    max_replicas: int,
     guess: int,
     start: int | None = None,
     known_miss: int = 0,
     known_meet: int | None = None,
 ) -> tuple[int | None, dict[int, Probe]]:
-    """The fewest replicas that meet every check (None: not within `max_replicas`), and every probe taken. `start`:
+    """The fewest replicas of `config` that meet the job's checks (None: not within its `max_replicas`), and every
+    probe taken. `start`:
     the first fleet to try (default the guess × 1.5). `known_miss` / `known_meet`: fleets known without a probe to
     miss / to meet (the interval's ends search from the model's answer: slower steps cannot need fewer replicas,
     faster ones cannot need more), so the answer lies above the one and at most the other."""
     probes: dict[int, Probe] = {}
+    checks, max_replicas = job.checks, job.max_replicas
 
     def meets(r: int) -> bool:
         if r not in probes:
-            p = replay(config, load, r, balancer, checks, drain_timeout)
+            p = replay(config, job.load, r, job.balancer, checks, job.drain_timeout)
             probes[r] = Probe(r, p, judge(checks, p.figures))
         return probes[r].meets
 
@@ -252,11 +250,6 @@ class ProfileJob:
             for e, s in (("optimistic", 1 / factor), ("pessimistic", factor))
         }
 
-    def fewest(self, config: EngineConfig, guess: int, **bounds: Any) -> tuple[int | None, dict[int, Probe]]:
-        return fewest_replicas(
-            config, self.load, self.checks, self.balancer, self.drain_timeout, self.max_replicas, guess, **bounds
-        )
-
     def replay(self, config: EngineConfig, replicas: int) -> Prediction:
         """The figures of this fleet to the end (no early stop)."""
         return replay(config, self.load, replicas, self.balancer, (), self.drain_timeout)
@@ -360,7 +353,7 @@ def plan_model(job: ProfileJob) -> ProfileAnswer:
         answer.seconds = time.perf_counter() - t0
         return answer
     answer.first_guess = first_guess(config, job.load, job.checks)
-    replicas, probes = job.fewest(config, answer.first_guess)
+    replicas, probes = fewest_replicas(job, config, answer.first_guess)
     answer.probes = [probes[r] for r in sorted(probes)]
     if replicas is None:
         answer.problem = f"no fleet of up to {job.max_replicas} replicas meets the checks (raise --max-replicas)"
@@ -407,13 +400,13 @@ def search_end(job: ProfileJob, answer: ProfileAnswer, end: str) -> EndAnswer:
     if end == "pessimistic":
         out.problem = _hopeless(job.checks, floor_figures(config, job.load))
         if out.problem is None:
-            b, probes = job.fewest(config, n, start=max(n, start), known_miss=n - 1)
+            b, probes = fewest_replicas(job, config, n, start=max(n, start), known_miss=n - 1)
             if b is None:
                 out.problem = f"no fleet of up to {job.max_replicas} replicas (raise --max-replicas)"
             else:
                 out.replicas, out.probe = b, probes[b]
     else:
-        out.replicas, _ = job.fewest(config, n, start=min(n, start), known_meet=n)
+        out.replicas, _ = fewest_replicas(job, config, n, start=min(n, start), known_meet=n)
     out.seconds = time.perf_counter() - t0
     return out
 
