@@ -294,7 +294,7 @@ def plan_profiles(
 ) -> list[ProfileAnswer]:
     """Every job's answer, its parts spread over the pool's workers as soon as each can start: the model's search,
     then the interval's two ends side by side, then the replays at the planned count. `planned(i, answer)` is
-    called once job i's plan is known (its pessimistic end), before the optimistic end's figures may be."""
+    called as soon as job i's answer is complete (to start more work on it in the same pool)."""
     answers: dict[int, ProfileAnswer] = {}
     ends: dict[int, dict[str, EndAnswer]] = {i: {} for i in range(len(jobs))}
     at: dict[int, dict[str, Prediction]] = {i: {} for i in range(len(jobs))}
@@ -316,9 +316,8 @@ def plan_profiles(
             elif part in ("pessimistic", "optimistic"):
                 ends[i][part] = result
                 if part == "pessimistic":
-                    b = result.replicas
-                    for w in at_planned_replays(answers[i], b) if b is not None else ():
-                        running[pool.submit(replay_at, job, answers[i], w, b)] = (i, f"at {w}")
+                    for w in at_planned_replays(answers[i], result.replicas):
+                        running[pool.submit(replay_at, job, answers[i], w, result.replicas)] = (i, f"at {w}")
             else:
                 at[i][part.removeprefix("at ")] = result
             a = answers[i]
