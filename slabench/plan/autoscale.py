@@ -28,9 +28,7 @@ from slabench.plan.checks import Check, judge
 from slabench.plan.coldstart import ColdStart
 from slabench.plan.day import DAY_S, MODES, DayRun, always_on_replicas, day_run
 from slabench.plan.scaling import ScaledRun, scaled_replay
-from slabench.plan.search import PLAN_ENGINE
-from slabench.plan.workload import PlannedLoad
-from slabench.sim.profiles import load_profile
+from slabench.plan.search import ProfileJob
 
 
 @dataclass
@@ -93,13 +91,7 @@ def fewest_warm(probe: Callable[[int], bool], static: int) -> tuple[int, dict[in
 
 
 def autoscale_profile(
-    gpu_ref: str,
-    model_ref: str,
-    load: PlannedLoad,
-    checks: list[Check],
-    balancer: str,
-    drain_timeout: float,
-    serving: dict[str, Any],
+    job: ProfileJob,
     rule: ScalingRule,
     cold: ColdStart,
     tier: str,
@@ -117,7 +109,8 @@ def autoscale_profile(
     from slabench.shapes.schedules import OFFICE_DAY, Diurnal
 
     t0 = time.perf_counter()
-    config = load_profile(gpu_ref, model_ref, engine={**serving, **PLAN_ENGINE})
+    load, checks = job.load, job.checks
+    config = job.config()
     config = replace(config, gpu=config.gpu.slowed(step_time_factor))
     startup = cold.seconds(tier, config.weight_bytes)
     answer = AutoscaleAnswer(config.gpu.name, tier, cold.describe(tier, config.weight_bytes))
@@ -125,7 +118,15 @@ def autoscale_profile(
 
     def probe(n: int) -> bool:
         runs[n] = scaled_replay(
-            config, load, rule, startup, n, balancer, checks, drain_timeout, max_replicas=max(rule.max_replicas, static)
+            config,
+            load,
+            rule,
+            startup,
+            n,
+            job.balancer,
+            checks,
+            job.drain_timeout,
+            max_replicas=max(rule.max_replicas, static),
         )
         return meets(runs[n], checks)
 

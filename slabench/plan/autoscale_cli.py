@@ -18,11 +18,10 @@ from slabench.core.errors import UserError
 from slabench.plan.chart_rule import TEMPLATE, ScalingRule, chart_rule
 from slabench.plan.checks import Check
 from slabench.plan.coldstart import KEYS, TIERS, ColdStart, cold_start
-from slabench.plan.workload import PlannedLoad
 
 if TYPE_CHECKING:
     from slabench.plan.autoscale import AutoscaleAnswer
-    from slabench.plan.search import ProfileAnswer
+    from slabench.plan.search import ProfileAnswer, ProfileJob
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -95,17 +94,9 @@ def setup(args: argparse.Namespace, serving: dict[str, Any], profiles: list[str]
 
 
 def submit(
-    pool: Executor,
-    s: AutoscaleSetup,
-    args: argparse.Namespace,
-    ref: str,
-    answer: ProfileAnswer,
-    usd_per_replica_hour: float,
-    load: PlannedLoad,
-    checks: list[Check],
-    serving: dict[str, Any],
+    pool: Executor, s: AutoscaleSetup, job: ProfileJob, answer: ProfileAnswer, usd_per_replica_hour: float
 ) -> Future[AutoscaleAnswer] | None:
-    """The profile `ref` through the scaled replay and the day, as soon as its plan is known (None: it has no
+    """The profile `job` through the scaled replay and the day, as soon as its plan is known (None: it has no
     planned fleet to scale from). Replayed as the plan plans: at the pessimistic end of its 90 % interval (each
     step `answer.factor` times as long), from the planned count."""
     from slabench.plan.autoscale import autoscale_profile
@@ -114,7 +105,7 @@ def submit(
         return None
     p = answer.planned.prediction
     return pool.submit(
-        autoscale_profile, ref, args.model, load, checks, args.balancer, args.drain_timeout, serving, s.rule,
+        autoscale_profile, job, s.rule,
         s.cold, s.tier, answer.pessimistic, p.ok, p.drain_s, usd_per_replica_hour,
         answer.floor.get("ttft_p95") or 0.0, s.peak_rps, s.warm.get(answer.gpu.name), answer.factor,
     )  # fmt: skip

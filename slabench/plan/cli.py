@@ -13,7 +13,7 @@ import argparse
 import math
 import os
 import time
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     from slabench.plan.checks import latency_checks
     from slabench.plan.cost import FleetCost, profile_price
     from slabench.plan.report import Plan, Row, plot_png, table
-    from slabench.plan.search import plan_profile
+    from slabench.plan.search import ProfileAnswer, ProfileJob, plan_profiles
     from slabench.plan.serving import describe, serving_flags
     from slabench.sim.profiles import EngineOptions, available_profiles, load_gpu_profile, load_model_profile
     from slabench.sla.contract import load_contract
@@ -213,32 +213,24 @@ def run(args: argparse.Namespace) -> int:
     check_output(out, "--out", is_dir=True)  # before minutes of planning
 
     order = sorted(range(len(refs)), key=lambda i: -_expected_work(refs[i], args.model, load, checks, serving))
+    jobs = [
+        ProfileJob(refs[i], args.model, load, checks, args.balancer, args.drain_timeout, args.max_replicas, serving,
+                   args.step_time_factor)
+        for i in order
+    ]  # fmt: skip
     with ProcessPoolExecutor(min(args.jobs, len(refs))) as pool:  # the biggest fleets first: they take longest
-        futures = {
-            i: pool.submit(
-                plan_profile,
-                refs[i],
-                args.model,
-                load,
-                checks,
-                args.balancer,
-                args.drain_timeout,
-                args.max_replicas,
-                serving,
-                args.step_time_factor,
-            )
-            for i in order
-        }
         scaled: dict[int, Future[Any]] = {}  # each profile's autoscaled replay, started as soon as its plan is known
-        if scaling is not None:
-            index = {f: i for i, f in futures.items()}
-            for f in as_completed(index):
-                i = index[f]
+
+        def planned(j: int, answer: ProfileAnswer) -> None:
+            if scaling is not None:
+                i = order[j]
                 usd = replica_prices[gpus[i].name].per_replica_usd_per_hour
-                job = submit_autoscale(pool, scaling, args, refs[i], f.result(), usd, load, checks, serving)
-                if job is not None:
-                    scaled[i] = job
-        answers = [futures[i].result() for i in range(len(refs))]
+                run = submit_autoscale(pool, scaling, jobs[j], answer, usd)
+                if run is not None:
+                    scaled[i] = run
+
+        by_work = plan_profiles(pool, jobs, planned)
+        answers = [by_work[order.index(i)] for i in range(len(refs))]
         scaled_answers = [scaled[i].result() for i in sorted(scaled)]
 
     plan = Plan(

@@ -185,6 +185,291 @@ class _Deadlines:
         return self.bad >= self.limit
 
 
+class FleetReplay:
+    """The event loop in virtual time that every fleet shares: arrivals (open loop, or closed-loop clients), each
+    replica's steps when due, the per-request books and the early stop on checks. What differs between fleets is
+    a hook: `route` (which replica takes request i; −1: none, an error), `finished` (a replica's requests ended),
+    and `next_extra` / `extra` (events of the fleet's own, such as a scaling rule's polls, taken before an arrival
+    or a step at the same time)."""
+
+    origin = 0.0  # stop messages count seconds from here
+    balancer = "round-robin"
+
+    def __init__(self, config: EngineConfig, load: PlannedLoad, checks: Sequence[Check], drain_timeout: float) -> None:
+        self.config, self.load = config, load
+        self.gaps = TokenGaps()
+        self.firsts: list[tuple[str, float]] = []
+        self.engines: list[PlanningEngine] = []
+        self.version: list[int] = []
+        self.events: list[tuple[float, int, int]] = []
+        mix = load.mix
+        if load.offsets is not None:  # open loop
+            self.arrival = [float(t) for t in load.offsets]  # Python floats: engine arithmetic on numpy is slow
+            self.rows = np.asarray(load.rows)
+            prompt = mix.prompt_tokens[self.rows % len(mix)]
+        else:
+            self.arrival = []
+        n_max = self.n_max = len(self.arrival)
+        cap = max(n_max, 1024)  # per request (grown for closed loops)
+        self.arr = np.full(cap, math.nan)
+        self.first = np.full(cap, math.inf)
+        self.last = np.full(cap, math.inf)
+        self.gen = np.zeros(cap, dtype=np.int64)
+        self.ptok = np.zeros(cap, dtype=np.int64)
+        self.error = np.zeros(cap, dtype=bool)
+        self.good: dict[Check, np.ndarray] = {}
+        self.deadlines: list[_Deadlines] = []
+        self.counted = 0
+        if load.open_loop:
+            self.arr[:n_max] = self.arrival
+            self.error[:n_max] = (prompt < 1) | (prompt + mix.max_tokens > config.max_model_len)
+            self.counted = int(n_max - self.error[:n_max].sum())
+            for c in checks:
+                if c.per_request_deadline:
+                    self.good[c] = self.error[:n_max].copy()  # errors count as good: not in latency figures
+                    self.deadlines.append(_Deadlines(c, self.arrival, self.good[c], self.counted))
+        last_due = self.arrival[-1] if n_max else self.origin
+        stop_sending = load.duration_s if not load.open_loop and load.duration_s else math.inf
+        self.horizon = last_due + drain_timeout if load.open_loop else stop_sending + drain_timeout  # inf: to the end
+        self.stopped: str | None = None
+        self.next_open = self.n_sent = 0
+
+    def add_replica(self) -> int:
+        self.engines.append(PlanningEngine(self.config, token_gaps=self.gaps, first_tokens=self.firsts))
+        self.version.append(0)
+        return len(self.engines) - 1
+
+    def push(self, k: int) -> None:
+        """Replica k's next event (older entries for it are stale)."""
+        t = self.engines[k].next_event_time()
+        self.version[k] += 1
+        if t is not None:
+            heapq.heappush(self.events, (t, k, self.version[k]))
+
+    # -- the fleet's hooks
+    def route(self, i: int) -> int:
+        raise NotImplementedError
+
+    def finished(self, k: int, count: int, t: float) -> None:
+        pass
+
+    def next_extra(self, te: float, arrivals_left: bool) -> float:
+        return math.inf
+
+    def extra(self, t: float) -> None:
+        pass
+
+    def run(self) -> None:
+        load, mix = self.load, self.load.mix
+        max_len = self.config.max_model_len
+        engines, version, events, firsts, push = self.engines, self.version, self.events, self.firsts, self.push
+        arrival, n_max, horizon = self.arrival, self.n_max, self.horizon
+        rows = self.rows if n_max else None
+        arr, first, last, gen, ptok, error = self.arr, self.first, self.last, self.gen, self.ptok, self.error
+        open_loop = load.open_loop
+        ttft_checks = [(c, g) for c, g in self.good.items() if c.kind == "ttft"]
+        e2e_checks = [(c, g) for c, g in self.good.items() if c.kind == "e2e"]
+        deadlines = self.deadlines
+        stop_sending = load.duration_s if not open_loop and load.duration_s else math.inf
+        after = load.after_s if load.after_s is not None else ()
+        max_requests = load.max_requests or math.inf
+        pending: list[tuple[float, int, int]] = []  # closed loop: (time, 0, client)
+        if not open_loop:
+            assert load.users is not None  # a closed loop has its users
+            pending = [(0.0, u, u) for u in range(int(min(load.users, max_requests)))]
+            heapq.heapify(pending)
+        client_of: dict[int, int] = {}
+        next_open = n_sent = 0
+        now = self.origin
+        stopped: str | None = None
+        route, finished, next_extra = self.route, self.finished, self.next_extra
+
+        while True:
+            while events and events[0][2] != version[events[0][1]]:
+                heapq.heappop(events)
+            te = events[0][0] if events else math.inf
+            # the next arrival (open-loop list or a closed-loop client's next request)
+            ta = arrival[next_open] if next_open < n_max else pending[0][0] if pending else math.inf
+            tx = next_extra(te, next_open < n_max)
+            if tx <= ta and tx <= te and tx < math.inf:
+                if tx > horizon:
+                    break
+                now = tx
+                self.extra(tx)
+                continue
+            if ta <= te and ta < math.inf:
+                now = ta
+                if next_open < n_max:
+                    i = next_open
+                    next_open += 1
+                    n_sent = next_open
+                    if error[i]:
+                        continue  # vLLM's HTTP 400: answered at once
+                    req = mix.request(str(i), int(rows[i]))  # type: ignore[index]
+                    client = -1
+                else:
+                    _, _, client = heapq.heappop(pending)
+                    i = n_sent
+                    n_sent += 1
+                    if i >= len(arr):
+                        arr, first, last, gen, ptok, error = self._grow(i + 1)
+                    arr[i] = ta
+                    req = mix.request(str(i), i)
+                    if req.prompt_tokens < 1 or req.prompt_tokens + req.max_tokens > max_len:
+                        error[i] = True  # vLLM's HTTP 400: answered at once, the client goes on
+                        if ta < stop_sending and n_sent + len(pending) < max_requests:
+                            heapq.heappush(pending, (ta, 0, client))
+                        continue
+                k = route(i)
+                if k < 0:
+                    error[i] = True  # no replica to take it: the load balancer's 503
+                    continue
+                ptok[i] = req.prompt_tokens
+                if client >= 0:
+                    client_of[i] = client
+                engines[k].add(req, ta)
+                push(k)
+                continue
+            if te == math.inf or te > horizon:
+                break
+            now = te
+            _, k, _ = heapq.heappop(events)
+            eng = engines[k]
+            eng.step(te)
+            if firsts:
+                for rid, t in firsts:
+                    i = int(rid)
+                    first[i] = t
+                    for c, good in ttft_checks:
+                        if t - arr[i] <= c.target:
+                            good[i] = True
+                firsts.clear()
+            done = eng.pop_finished()
+            if done:
+                for d in done:
+                    i = int(d.request_id)
+                    last[i] = d.last_token
+                    gen[i] = d.generation_tokens
+                    for c, good in e2e_checks:
+                        if d.last_token - arr[i] <= c.target:
+                            good[i] = True
+                    if client_of:
+                        client = client_of.pop(i, -1)
+                        if client >= 0 and d.last_token < stop_sending and n_sent + len(pending) < max_requests:
+                            wait = float(after[i]) if i < len(after) else 0.0
+                            heapq.heappush(pending, (d.last_token + wait, 0, client))
+                finished(k, len(done), te)
+            push(k)
+            for dl in deadlines:
+                if dl.failed(te):
+                    stopped = (
+                        f"{dl.check.name}: {dl.bad:,} requests already past {dl.check.target:g} s without their "
+                        f"{'first' if dl.check.kind == 'ttft' else 'last'} token by t = {te - self.origin:.0f} s"
+                    )
+                    break
+            if stopped:
+                break
+        self.now, self.stopped, self.next_open, self.n_sent = now, stopped, next_open, n_sent
+
+    def _grow(self, need: int) -> tuple[np.ndarray, ...]:
+        """Room for request `need` − 1 and more (a closed loop)."""
+        cap = len(self.arr)
+        new = max(need, 2 * cap)
+        for name, fill in (("arr", math.nan), ("first", math.inf), ("last", math.inf), ("gen", 0), ("ptok", 0)):
+            a = getattr(self, name)
+            setattr(self, name, np.concatenate([a, np.full(new - cap, fill, dtype=a.dtype)]))
+        self.error = np.concatenate([self.error, np.zeros(new - cap, dtype=bool)])
+        return self.arr, self.first, self.last, self.gen, self.ptok, self.error
+
+    @property
+    def sent(self) -> int:
+        """Requests sent (open loop: the whole load, unless stopped early)."""
+        if self.load.open_loop:
+            return self.n_max if self.stopped is None else self.next_open
+        return self.n_sent
+
+    def summary(self, replicas: int, sent_to: list[int]) -> Prediction:
+        """The figures of the requests sent, as the grader defines them."""
+        n = self.sent
+        arr, first, last, gen, error = self.arr[:n], self.first[:n], self.last[:n], self.gen[:n], self.error[:n]
+        served = ~error
+        finished = np.isfinite(last) & served
+        ok = int(finished.sum())
+        errors = int(error.sum())
+        incomplete = int((served & ~finished).sum())
+        figures: dict[str, float | None] = {}
+        ttft = np.sort((first - arr)[served])
+        e2e = np.sort((last - arr)[served])
+        multi = finished & (gen >= 2)
+        tpot = np.sort((last[multi] - first[multi]) / (gen[multi] - 1))
+        for kind, values in (("ttft", ttft), ("e2e", e2e), ("tpot", tpot)):
+            for stat, q in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99)):
+                figures[f"{kind}_{stat}"] = type7(values, q) if len(values) else None
+            figures[f"{kind}_mean"] = float(values.mean()) if len(values) else None
+        figures |= self.gaps.figures()
+        figures["error_rate"] = errors / n if n else None
+        figures["incomplete_rate"] = incomplete / n if n else None
+        first_arrival = float(arr[0]) if n else 0.0
+        stop_time = float(self.now) if self.stopped else None
+        end = stop_time if stop_time is not None else (float(last[finished].max()) if ok else first_arrival)
+        if stop_time is None and incomplete:
+            end = math.inf  # it never drained: the horizon cut it
+        return Prediction(
+            replicas, self.balancer, self.stopped is None, self.stopped, figures,
+            requests=n, ok=ok, errors=errors, incomplete=incomplete,
+            prompt_tokens=int(self.ptok[:n][finished].sum()), output_tokens=int(gen[finished].sum()),
+            first_arrival=first_arrival, last_arrival=float(arr[-1]) if n else 0.0, end=end,
+            preemptions=sum(e.num_preemptions_total for e in self.engines), per_replica_requests=sent_to,
+        )  # fmt: skip
+
+
+class _FixedFleet(FleetReplay):
+    """N replicas, all up from the start."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        load: PlannedLoad,
+        replicas: int,
+        balancer: str,
+        checks: Sequence[Check],
+        drain_timeout: float,
+    ) -> None:
+        super().__init__(config, load, checks, drain_timeout)
+        self.replicas, self.balancer = replicas, balancer
+        for _ in range(replicas):
+            self.add_replica()
+        self.outstanding = [0] * replicas
+        self.sent_to = [0] * replicas
+        # least outstanding: a heap of (in flight, stamp, replica), stale entries skipped
+        self.stamp = [i - replicas for i in range(replicas)]
+        self.lor = [(0, i - replicas, i) for i in range(replicas)]
+        heapq.heapify(self.lor)
+        self.stamps = 0
+
+    def route(self, i: int) -> int:
+        if self.balancer == "round-robin":
+            k = i % self.replicas
+        else:
+            lor, outstanding, stamp = self.lor, self.outstanding, self.stamp
+            while True:
+                count, st, k = lor[0]
+                if count == outstanding[k] and st == stamp[k]:
+                    break
+                heapq.heappop(lor)
+            self.stamps += 1
+            stamp[k] = self.stamps
+            heapq.heapreplace(lor, (count + 1, self.stamps, k))
+        self.sent_to[k] += 1
+        self.outstanding[k] += 1
+        return k
+
+    def finished(self, k: int, count: int, t: float) -> None:
+        self.outstanding[k] -= count
+        if self.balancer != "round-robin":
+            heapq.heappush(self.lor, (self.outstanding[k], self.stamp[k], k))
+
+
 def replay(
     config: EngineConfig,
     load: PlannedLoad,
@@ -195,257 +480,6 @@ def replay(
 ) -> Prediction:
     if balancer not in BALANCERS:
         raise ValueError(f"balancer {balancer!r}: use one of {BALANCERS}")
-    gaps = TokenGaps()
-    firsts: list[tuple[str, float]] = []
-    engines = [PlanningEngine(config, token_gaps=gaps, first_tokens=firsts) for _ in range(replicas)]
-    mix = load.mix
-    max_len = config.max_model_len
-
-    # -- requests: open loop known up front; closed loop grows as clients send
-    if load.offsets is not None:  # open loop
-        arrival = [float(t) for t in load.offsets]  # Python floats: engine arithmetic on numpy scalars is slow
-        rows = np.asarray(load.rows)
-        n_max = len(arrival)
-        prompt = mix.prompt_tokens[rows % len(mix)]
-    else:
-        arrival = []
-        n_max = 0
-    stop_sending = load.duration_s if not load.open_loop and load.duration_s else math.inf
-    after = load.after_s if load.after_s is not None else ()
-    max_requests = load.max_requests or math.inf
-
-    # per request (grown for closed loops)
-    cap = max(n_max, 1024)
-    arr = np.full(cap, math.nan)
-    first = np.full(cap, math.inf)
-    last = np.full(cap, math.inf)
-    gen = np.zeros(cap, dtype=np.int64)
-    ptok = np.zeros(cap, dtype=np.int64)
-    error = np.zeros(cap, dtype=bool)
-    good_first: dict[Check, np.ndarray] = {}
-    deadlines: list[_Deadlines] = []
-    if load.open_loop:
-        arr[:n_max] = arrival
-        error[:n_max] = (prompt < 1) | (prompt + mix.max_tokens > max_len)
-        counted = int(n_max - error[:n_max].sum())
-        for c in checks:
-            if c.per_request_deadline:
-                good = error[:n_max].copy()
-                good_first[c] = good
-                deadlines.append(_Deadlines(c, arrival, good, counted))
-    ttft_checks = [(c, g) for c, g in good_first.items() if c.kind == "ttft"]
-    e2e_checks = [(c, g) for c, g in good_first.items() if c.kind == "e2e"]
-
-    # -- routing
-    outstanding = [0] * replicas
-    sent_to = [0] * replicas
-    lor: list[tuple[int, int, int]] = [(0, i - replicas, i) for i in range(replicas)]  # (in flight, stamp, replica)
-    stamp = [i - replicas for i in range(replicas)]
-    heapq.heapify(lor)
-    stamps = 0
-
-    def route(i: int) -> int:
-        nonlocal stamps
-        if balancer == "round-robin":
-            return i % replicas
-        while True:
-            count, st, k = lor[0]
-            if count == outstanding[k] and st == stamp[k]:
-                break
-            heapq.heappop(lor)
-        stamps += 1
-        stamp[k] = stamps
-        heapq.heapreplace(lor, (count + 1, stamps, k))
-        return k
-
-    def finished_at(k: int, m: int) -> None:
-        outstanding[k] -= m
-        if balancer != "round-robin":
-            heapq.heappush(lor, (outstanding[k], stamp[k], k))
-
-    # -- arrivals: (time, request index, client or -1)
-    pending: list[tuple[float, int, int]] = []
-    next_open = 0  # next open-loop arrival index
-    n_sent = 0
-    if not load.open_loop:
-        assert load.users is not None  # a closed loop has its users
-        for u in range(int(min(load.users, max_requests))):
-            pending.append((0.0, u, u))
-        heapq.heapify(pending)
-
-    events: list[tuple[float, int, int]] = []
-    version = [0] * replicas
-    last_due = float(arrival[-1]) if load.open_loop and n_max else 0.0
-    horizon = last_due + drain_timeout if load.open_loop else (stop_sending + drain_timeout)  # inf: to the end
-    stopped: str | None = None
-    now = 0.0
-    client_of: dict[int, int] = {}
-
-    def grow(need: int) -> None:
-        nonlocal arr, first, last, gen, ptok, error, cap
-        new = max(need, 2 * cap)
-        arr = np.concatenate([arr, np.full(new - cap, math.nan)])
-        first = np.concatenate([first, np.full(new - cap, math.inf)])
-        last = np.concatenate([last, np.full(new - cap, math.inf)])
-        gen = np.concatenate([gen, np.zeros(new - cap, dtype=np.int64)])
-        ptok = np.concatenate([ptok, np.zeros(new - cap, dtype=np.int64)])
-        error = np.concatenate([error, np.zeros(new - cap, dtype=bool)])
-        cap = new
-
-    def push(k: int) -> None:
-        t = engines[k].next_event_time()
-        version[k] += 1
-        if t is not None:
-            heapq.heappush(events, (t, k, version[k]))
-
-    while True:
-        while events and events[0][2] != version[events[0][1]]:
-            heapq.heappop(events)
-        te = events[0][0] if events else math.inf
-        # the next arrival (open-loop list or a closed-loop client's next request)
-        ta = arrival[next_open] if next_open < n_max else pending[0][0] if pending else math.inf
-        if ta <= te and ta < math.inf:
-            now = ta
-            if next_open < n_max:
-                i = next_open
-                next_open += 1
-                row = int(rows[i])
-                client = -1
-            else:
-                _, _, client = heapq.heappop(pending)
-                i = n_sent
-                if i >= cap:
-                    grow(i + 1)
-                arr[i] = ta
-                row = i
-            n_sent = i + 1
-            req = mix.request(str(i), row)
-            ptok[i] = req.prompt_tokens
-            if req.prompt_tokens < 1 or req.prompt_tokens + req.max_tokens > max_len:
-                error[i] = True  # vLLM's HTTP 400: answered at once, the client goes on
-                if client >= 0 and ta < stop_sending and n_sent + len(pending) < max_requests:
-                    heapq.heappush(pending, (ta, 0, client))
-                continue
-            k = route(i)
-            sent_to[k] += 1
-            outstanding[k] += 1
-            if client >= 0:
-                client_of[i] = client
-            engines[k].add(req, ta)
-            push(k)
-            continue
-        if te == math.inf:
-            break
-        if te > horizon:
-            break
-        now = te
-        _, k, _ = heapq.heappop(events)
-        eng = engines[k]
-        eng.step(te)
-        if firsts:
-            for rid, t in firsts:
-                i = int(rid)
-                first[i] = t
-                for c, good in ttft_checks:
-                    if t - arr[i] <= c.target:
-                        good[i] = True
-            firsts.clear()
-        done = eng.pop_finished()
-        if done:
-            for d in done:
-                i = int(d.request_id)
-                last[i] = d.last_token
-                gen[i] = d.generation_tokens
-                for c, good in e2e_checks:
-                    if d.last_token - arr[i] <= c.target:
-                        good[i] = True
-                client = client_of.pop(i, -1)
-                if client >= 0 and d.last_token < stop_sending and n_sent + len(pending) < max_requests:
-                    wait = float(after[i]) if i < len(after) else 0.0
-                    heapq.heappush(pending, (d.last_token + wait, 0, client))
-            finished_at(k, len(done))
-        push(k)
-        if deadlines:
-            for dl in deadlines:
-                if dl.failed(te):
-                    stopped = (
-                        f"{dl.check.name}: {dl.bad:,} requests already past {dl.check.target:g} s without their "
-                        f"{'first' if dl.check.kind == 'ttft' else 'last'} token by t = {te:.0f} s"
-                    )
-                    break
-            if stopped:
-                break
-
-    n = (n_max if stopped is None else next_open) if load.open_loop else n_sent
-    return _summarize(
-        replicas,
-        balancer,
-        stopped,
-        arr[:n],
-        first[:n],
-        last[:n],
-        gen[:n],
-        ptok[:n],
-        error[:n],
-        gaps,
-        float(now) if stopped else None,
-        sum(e.num_preemptions_total for e in engines),
-        sent_to,
-    )
-
-
-def _summarize(
-    replicas: int,
-    balancer: str,
-    stopped: str | None,
-    arr: np.ndarray,
-    first: np.ndarray,
-    last: np.ndarray,
-    gen: np.ndarray,
-    ptok: np.ndarray,
-    error: np.ndarray,
-    gaps: TokenGaps,
-    stop_time: float | None,
-    preemptions: int,
-    sent_to: list[int],
-) -> Prediction:
-    n = len(arr)
-    served = ~error
-    finished = np.isfinite(last) & served
-    ok = int(finished.sum())
-    errors = int(error.sum())
-    incomplete = int((served & ~finished).sum())
-    figures: dict[str, float | None] = {}
-    ttft = np.sort((first - arr)[served])
-    e2e = np.sort((last - arr)[served])
-    multi = finished & (gen >= 2)
-    tpot = np.sort((last[multi] - first[multi]) / (gen[multi] - 1))
-    for kind, values in (("ttft", ttft), ("e2e", e2e), ("tpot", tpot)):
-        for stat, q in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99)):
-            figures[f"{kind}_{stat}"] = type7(values, q) if len(values) else None
-        figures[f"{kind}_mean"] = float(values.mean()) if len(values) else None
-    figures |= gaps.figures()
-    figures["error_rate"] = errors / n if n else None
-    figures["incomplete_rate"] = incomplete / n if n else None
-    first_arrival = float(arr[0]) if n else 0.0
-    end = stop_time if stop_time is not None else (float(last[finished].max()) if ok else first_arrival)
-    if stop_time is None and incomplete:
-        end = math.inf  # it never drained: the horizon cut it
-    return Prediction(
-        replicas=replicas,
-        balancer=balancer,
-        complete=stopped is None,
-        stopped=stopped,
-        figures=figures,
-        requests=n,
-        ok=ok,
-        errors=errors,
-        incomplete=incomplete,
-        prompt_tokens=int(ptok[finished].sum()),
-        output_tokens=int(gen[finished].sum()),
-        first_arrival=first_arrival,
-        last_arrival=float(arr[-1]) if n else 0.0,
-        end=end,
-        preemptions=preemptions,
-        per_replica_requests=sent_to,
-    )
+    fleet = _FixedFleet(config, load, replicas, balancer, checks, drain_timeout)
+    fleet.run()
+    return fleet.summary(replicas, fleet.sent_to)

@@ -25,10 +25,9 @@ import numpy as np
 
 from slabench.plan.chart_rule import ScalingRule
 from slabench.plan.checks import Check
-from slabench.plan.replay import BALANCERS, Prediction, TokenGaps, _Deadlines, _summarize, type7
+from slabench.plan.replay import BALANCERS, FleetReplay, Prediction, type7
 from slabench.plan.workload import PlannedLoad
 from slabench.sim.profiles import EngineConfig
-from slabench.sim.vllm_fast import PlanningEngine
 
 
 @dataclass
@@ -95,14 +94,127 @@ class ScaledRun:
 
 
 class _Replica:
-    __slots__ = ("accepting", "asked", "ended", "engine", "ready_at")
+    __slots__ = ("accepting", "asked", "ended", "ready_at")
 
-    def __init__(self, engine: PlanningEngine, asked: float, ready_at: float) -> None:
-        self.engine = engine
+    def __init__(self, asked: float, ready_at: float) -> None:
         self.asked = asked
         self.ready_at = ready_at
         self.accepting = True
         self.ended: float | None = None
+
+
+class _ScaledFleet(FleetReplay):
+    """`FleetReplay` on replicas the rule adds and removes; every `tick_s` a sample of the fleet, and at each of the
+    rule's polls its decision."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        load: PlannedLoad,
+        rule: ScalingRule,
+        startup_s: float,
+        warm: int,
+        balancer: str,
+        checks: list[Check] | tuple[Check, ...],
+        drain_timeout: float,
+        tick_s: float,
+        max_replicas: int | None,
+    ) -> None:
+        super().__init__(config, load, checks, drain_timeout)
+        self.balancer, self.rule, self.startup_s, self.tick_s = balancer, rule, startup_s, tick_s
+        t0 = self.origin = self.arrival[0] if self.n_max else 0.0
+        self.now = t0
+        # the warm fleet is the floor (minReplicas, or a cron trigger's desiredReplicas, set to it)
+        self.hpa = rule.autoscaler(warm, warm, max(max_replicas or rule.max_replicas, warm))
+        self.fleet: list[_Replica] = []
+        for _ in range(warm):
+            self.add_replica()
+            self.fleet.append(_Replica(t0, t0))
+        self.alive = list(range(warm))  # replicas asked for and not removed, oldest first
+        self.starting: list[tuple[float, int]] = []  # (ready at, replica)
+        self.serving: list[int] = list(range(warm))  # ready and taking requests
+        self.outstanding: list[int] = [0] * warm
+        self.rr = 0
+        self.timeline = Timeline()
+        self.poll_every = max(1, round(rule.poll_s / tick_s))
+        self.tick = 0
+        self.next_tick = t0
+        self.tt = math.inf
+        self.ups = self.downs = 0
+        self.changes: list[tuple[float, int]] = []
+        self.peak = warm
+
+    def route(self, i: int) -> int:
+        serving = self.serving
+        if not serving:  # nothing ready (cannot happen from warm ≥ 1 with min ≥ 1)
+            return -1
+        if self.balancer == "round-robin":
+            k = serving[self.rr % len(serving)]
+            self.rr += 1
+        else:
+            k = min(serving, key=lambda j: self.outstanding[j])
+        self.outstanding[k] += 1
+        return k
+
+    def finished(self, k: int, count: int, t: float) -> None:
+        self.outstanding[k] -= count
+        rep = self.fleet[k]
+        if not rep.accepting and self.outstanding[k] == 0 and rep.ended is None:
+            rep.ended = t
+
+    def next_extra(self, te: float, arrivals_left: bool) -> float:
+        ts = self.starting[0][0] if self.starting else math.inf
+        busy = arrivals_left or te < math.inf or self.starting
+        self.tt = self.next_tick if busy else math.inf
+        return min(ts, self.tt)
+
+    def extra(self, t: float) -> None:
+        if self.tt != t:  # a starting replica is ready
+            _, k = heapq.heappop(self.starting)
+            if self.fleet[k].accepting:
+                self.serving.append(k)
+            return
+        # sample the fleet; at a poll, the HPA decides
+        t0, fleet, timeline = self.origin, self.fleet, self.timeline
+        ready_reps = [k for k, r in enumerate(fleet) if r.ended is None and r.ready_at <= t]
+        running = waiting = 0.0
+        for k in ready_reps:
+            st = self.engines[k].stats()
+            running += st["num_requests_running"]
+            waiting += st["num_requests_waiting"]
+        timeline.t.append(t - t0)
+        timeline.ready.append(len(ready_reps))
+        timeline.running.append(running)
+        timeline.waiting.append(waiting)
+        if self.tick % self.poll_every == 0:
+            before = len(self.alive)
+            after = self.hpa.decide(t - t0, running, waiting, len(ready_reps))
+            if after != before:
+                direction = 1 if after > before else -1
+                self.ups += direction > 0
+                self.downs += direction < 0
+                self.changes.append((t, direction))
+                self.scale_to(after, t)
+                self.peak = max(self.peak, after)
+        timeline.replicas.append(len(self.alive))
+        self.tick += 1
+        self.next_tick = t0 + self.tick * self.tick_s
+
+    def scale_to(self, target: int, t: float) -> None:
+        alive, fleet = self.alive, self.fleet
+        while len(alive) < target:
+            k = self.add_replica()
+            fleet.append(_Replica(t, t + self.startup_s))
+            self.outstanding.append(0)
+            alive.append(k)
+            heapq.heappush(self.starting, (t + self.startup_s, k))
+        while len(alive) > target:
+            k = alive.pop()  # the newest goes first (a starting pod before a ready one)
+            rep = fleet[k]
+            rep.accepting = False
+            if rep.ready_at > t or self.outstanding[k] == 0:
+                rep.ended = t
+        self.serving = [k for k in self.serving if fleet[k].accepting]
 
 
 def scaled_replay(
@@ -126,206 +238,27 @@ def scaled_replay(
         raise ValueError("scaled_replay takes an open-loop load (arrival offsets)")
     if warm < 1:
         raise ValueError("warm: at least one replica (with none, the chart's rule has no series to wake on)")
-    gaps = TokenGaps()
-    firsts: list[tuple[str, float]] = []
-    mix = load.mix
-    max_len = config.max_model_len
-    arrival = [float(t) for t in load.offsets]
-    rows = np.asarray(load.rows)
-    n = len(arrival)
-    t0 = arrival[0] if n else 0.0
-    prompt = mix.prompt_tokens[rows % len(mix)]
-    arr = np.asarray(arrival, dtype=float)
-    first = np.full(n, math.inf)
-    last = np.full(n, math.inf)
-    gen = np.zeros(n, dtype=np.int64)
-    ptok = np.zeros(n, dtype=np.int64)
-    error = (prompt < 1) | (prompt + mix.max_tokens > max_len)
-    counted = int(n - error.sum())
-    deadline_checks = [c for c in checks if c.per_request_deadline]
-    good = {c: error.copy() for c in deadline_checks}
-    deadlines = [_Deadlines(c, arrival, good[c], counted) for c in deadline_checks]
-    ttft_good = [(c, good[c]) for c in deadline_checks if c.kind == "ttft"]
-    e2e_good = [(c, good[c]) for c in deadline_checks if c.kind == "e2e"]
-
-    # the warm fleet is the floor (minReplicas, or a cron trigger's desiredReplicas, set to it)
-    hpa = rule.autoscaler(warm, warm, max(max_replicas or rule.max_replicas, warm))
-    fleet: list[_Replica] = []
-
-    def new_replica(asked: float, ready_at: float) -> None:
-        fleet.append(_Replica(PlanningEngine(config, token_gaps=gaps, first_tokens=firsts), asked, ready_at))
-
-    for _ in range(warm):
-        new_replica(t0, t0)
-    alive = list(range(warm))  # replicas asked for and not removed, oldest first
-    starting: list[tuple[float, int]] = []  # (ready at, replica)
-    serving: list[int] = list(range(warm))  # ready and taking requests
-    outstanding: list[int] = [0] * warm
-    rr = 0
-    events: list[tuple[float, int, int]] = []
-    version: list[int] = [0] * warm
-
-    def push(k: int) -> None:
-        t = fleet[k].engine.next_event_time()
-        version[k] += 1
-        if t is not None:
-            heapq.heappush(events, (t, k, version[k]))
-
-    timeline = Timeline()
-    poll_every = max(1, round(rule.poll_s / tick_s))
-    tick = 0
-    next_tick = t0
-    horizon = (arrival[-1] if n else t0) + drain_timeout
-    next_open = 0
-    stopped: str | None = None
-    now = t0
-    ups = downs = 0
-    changes: list[tuple[float, int]] = []
-    peak = warm
-
-    def scale_to(target: int, t: float) -> None:
-        nonlocal serving
-        while len(alive) < target:
-            new_replica(t, t + startup_s)
-            version.append(0)
-            outstanding.append(0)
-            k = len(fleet) - 1
-            alive.append(k)
-            heapq.heappush(starting, (t + startup_s, k))
-        while len(alive) > target:
-            k = alive.pop()  # the newest goes first (a starting pod before a ready one)
-            rep = fleet[k]
-            rep.accepting = False
-            if rep.ready_at > t or outstanding[k] == 0:
-                rep.ended = t
-        serving = [k for k in serving if fleet[k].accepting]
-
-    while True:
-        while events and events[0][2] != version[events[0][1]]:
-            heapq.heappop(events)
-        te = events[0][0] if events else math.inf
-        ta = arrival[next_open] if next_open < n else math.inf
-        ts = starting[0][0] if starting else math.inf
-        busy = next_open < n or te < math.inf or starting
-        tt = next_tick if busy else math.inf
-        t = min(te, ta, ts, tt)
-        if t == math.inf or t > horizon:
-            break
-        now = t
-        if tt == t:  # sample the fleet; at a poll, the HPA decides
-            ready_reps = [k for k, r in enumerate(fleet) if r.ended is None and r.ready_at <= t]
-            running = waiting = 0.0
-            for k in ready_reps:
-                st = fleet[k].engine.stats()
-                running += st["num_requests_running"]
-                waiting += st["num_requests_waiting"]
-            timeline.t.append(t - t0)
-            timeline.ready.append(len(ready_reps))
-            timeline.running.append(running)
-            timeline.waiting.append(waiting)
-            if tick % poll_every == 0:
-                before = len(alive)
-                after = hpa.decide(t - t0, running, waiting, len(ready_reps))
-                if after != before:
-                    direction = 1 if after > before else -1
-                    ups += direction > 0
-                    downs += direction < 0
-                    changes.append((t, direction))
-                    scale_to(after, t)
-                    peak = max(peak, after)
-            timeline.replicas.append(len(alive))
-            tick += 1
-            next_tick = t0 + tick * tick_s
-            continue
-        if ts == t:
-            _, k = heapq.heappop(starting)
-            if fleet[k].accepting:
-                serving.append(k)
-            continue
-        if ta == t and ta <= te:
-            i = next_open
-            next_open += 1
-            if error[i]:
-                continue
-            if not serving:  # nothing ready (cannot happen from warm ≥ 1 with min ≥ 1): the ALB's 503
-                error[i] = True
-                continue
-            if balancer == "round-robin":
-                k = serving[rr % len(serving)]
-                rr += 1
-            else:
-                k = min(serving, key=lambda j: outstanding[j])
-            req = mix.request(str(i), int(rows[i]))
-            ptok[i] = req.prompt_tokens
-            outstanding[k] += 1
-            fleet[k].engine.add(req, ta)
-            push(k)
-            continue
-        _, k, _ = heapq.heappop(events)
-        eng = fleet[k].engine
-        eng.step(te)
-        for rid, ft in firsts:
-            i = int(rid)
-            first[i] = ft
-            for c, g in ttft_good:
-                if ft - arr[i] <= c.target:
-                    g[i] = True
-        firsts.clear()
-        for d in eng.pop_finished():
-            i = int(d.request_id)
-            last[i] = d.last_token
-            gen[i] = d.generation_tokens
-            outstanding[k] -= 1
-            for c, g in e2e_good:
-                if d.last_token - arr[i] <= c.target:
-                    g[i] = True
-        if not fleet[k].accepting and outstanding[k] == 0 and fleet[k].ended is None:
-            fleet[k].ended = te
-        push(k)
-        for dl in deadlines:
-            if dl.failed(te):
-                stopped = (
-                    f"{dl.check.name}: {dl.bad:,} requests already past {dl.check.target:g} s without their "
-                    f"{'first' if dl.check.kind == 'ttft' else 'last'} token by t = {te - t0:.0f} s"
-                )
-                break
-        if stopped:
-            break
-
-    sent = n if stopped is None else next_open
-    prediction = _summarize(
-        peak,
-        balancer,
-        stopped,
-        arr[:sent],
-        first[:sent],
-        last[:sent],
-        gen[:sent],
-        ptok[:sent],
-        error[:sent],
-        gaps,
-        float(now) if stopped else None,
-        sum(r.engine.num_preemptions_total for r in fleet),
-        [0] * peak,
-    )
-    end = now
-    paid = sum(((r.ended if r.ended is not None else end) - r.asked) for r in fleet)
-    arrived, failed = arr[:sent] - t0, error[:sent]
-    timeline.ttft_p95 = _p95_per_tick(arrived, (first - arr)[:sent], failed, timeline.t, tick_s)
-    timeline.e2e_p95 = _p95_per_tick(arrived, (last - arr)[:sent], failed, timeline.t, tick_s)
+    f = _ScaledFleet(config, load, rule, startup_s, warm, balancer, checks, drain_timeout, tick_s, max_replicas)
+    f.run()
+    prediction = f.summary(f.peak, [0] * f.peak)
+    t0, sent, timeline = f.origin, f.sent, f.timeline
+    paid = sum(((r.ended if r.ended is not None else f.now) - r.asked) for r in f.fleet)
+    arr, failed = f.arr[:sent], f.error[:sent]
+    timeline.ttft_p95 = _p95_per_tick(arr - t0, f.first[:sent] - arr, failed, timeline.t, tick_s)
+    timeline.e2e_p95 = _p95_per_tick(arr - t0, f.last[:sent] - arr, failed, timeline.t, tick_s)
     drained = next((timeline.t[i] for i in range(len(timeline.t)) if not any(timeline.waiting[i:])), math.inf)
-    attainment = {c.name: float(good[c][:sent][~error[:sent]].mean()) if counted else 0.0 for c in deadline_checks}
+    attainment = {c.name: float(g[:sent][~failed].mean()) if f.counted else 0.0 for c, g in f.good.items()}
     return ScaledRun(
         warm=warm,
         startup_s=startup_s,
         prediction=prediction,
         timeline=timeline,
         replica_seconds=paid,
-        peak_replicas=peak,
-        scale_ups=ups,
-        scale_downs=downs,
-        flaps=flaps(changes, rule.down_window_s + startup_s),
-        queue_drained_s=drained if stopped is None else math.inf,
+        peak_replicas=f.peak,
+        scale_ups=f.ups,
+        scale_downs=f.downs,
+        flaps=flaps(f.changes, rule.down_window_s + startup_s),
+        queue_drained_s=drained if f.stopped is None else math.inf,
         attainment=attainment,
     )
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -121,26 +123,24 @@ def first_guess(config: EngineConfig, load: PlannedLoad, checks: list[Check]) ->
 
 
 def fewest_replicas(
+    job: ProfileJob,
     config: EngineConfig,
-    load: PlannedLoad,
-    checks: list[Check],
-    balancer: str,
-    drain_timeout: float,
-    max_replicas: int,
     guess: int,
     start: int | None = None,
     known_miss: int = 0,
     known_meet: int | None = None,
 ) -> tuple[int | None, dict[int, Probe]]:
-    """The fewest replicas that meet every check (None: not within `max_replicas`), and every probe taken. `start`:
+    """The fewest replicas of `config` that meet the job's checks (None: not within its `max_replicas`), and every
+    probe taken. `start`:
     the first fleet to try (default the guess × 1.5). `known_miss` / `known_meet`: fleets known without a probe to
     miss / to meet (the interval's ends search from the model's answer: slower steps cannot need fewer replicas,
     faster ones cannot need more), so the answer lies above the one and at most the other."""
     probes: dict[int, Probe] = {}
+    checks, max_replicas = job.checks, job.max_replicas
 
     def meets(r: int) -> bool:
         if r not in probes:
-            p = replay(config, load, r, balancer, checks, drain_timeout)
+            p = replay(config, job.load, r, job.balancer, checks, job.drain_timeout)
             probes[r] = Probe(r, p, judge(checks, p.figures))
         return probes[r].meets
 
@@ -227,6 +227,46 @@ def floor_figures(config: EngineConfig, load: PlannedLoad, sample: int = 600) ->
     return replay(config, alone, 1, drain_timeout=1e4).figures
 
 
+@dataclass(frozen=True)
+class ProfileJob:
+    """One profile's plan: what each of its parts needs (picklable: the parts run in worker processes)."""
+
+    gpu_ref: str
+    model_ref: str
+    load: PlannedLoad
+    checks: list[Check]
+    balancer: str
+    drain_timeout: float
+    max_replicas: int
+    serving: dict[str, Any] | None = None
+    step_time_factor: float | None = None  # the 90 % step-time interval instead of the profile's stated one
+
+    def config(self) -> EngineConfig:
+        return load_profile(self.gpu_ref, self.model_ref, engine={**(self.serving or {}), **PLAN_ENGINE})
+
+    def ends(self, factor: float) -> dict[str, EngineConfig]:
+        """The optimistic and pessimistic ends of the step-time interval ×1/factor … ×factor."""
+        config = self.config()
+        return {
+            e: replace(config, gpu=config.gpu.slowed(s))
+            for e, s in (("optimistic", 1 / factor), ("pessimistic", factor))
+        }
+
+    def replay(self, config: EngineConfig, replicas: int) -> Prediction:
+        """The figures of this fleet to the end (no early stop)."""
+        return replay(config, self.load, replicas, self.balancer, (), self.drain_timeout)
+
+
+@dataclass
+class EndAnswer:
+    """The fewest replicas at one end of the interval (None: none within --max-replicas, or `problem`)."""
+
+    replicas: int | None
+    probe: Probe | None = None
+    problem: str | None = None
+    seconds: float = 0.0
+
+
 def plan_profile(
     gpu_ref: str,
     model_ref: str,
@@ -238,41 +278,104 @@ def plan_profile(
     serving: dict[str, Any] | None = None,
     step_time_factor: float | None = None,
 ) -> ProfileAnswer:
-    """One row of the plan (runs in a worker process: everything here is picklable). `serving`: vLLM flags over the
-    profile's own (`slabench.plan.serving`). `step_time_factor`:
-    the 90 % step-time interval instead of the profile's stated one (1: the model's count alone)."""
+    """One row of the plan, its parts one after another (`plan_profiles` runs them in parallel). `serving`: vLLM
+    flags over the profile's own (`slabench.plan.serving`). `step_time_factor`: the 90 % step-time interval instead
+    of the profile's stated one (1: the model's count alone)."""
+    job = ProfileJob(gpu_ref, model_ref, load, checks, balancer, drain_timeout, max_replicas, serving, step_time_factor)
+    answer = plan_model(job)
+    if needs_interval(answer):
+        ends = {e: search_end(job, answer, e) for e in ("pessimistic", "optimistic")}
+        b = ends["pessimistic"].replicas
+        at = {w: replay_at(job, answer, w, b) for w in at_planned_replays(answer, b)} if b is not None else {}
+        finish_interval(answer, ends, at)
+    return answer
+
+
+def plan_profiles(
+    pool: Executor, jobs: list[ProfileJob], planned: Callable[[int, ProfileAnswer], None] | None = None
+) -> list[ProfileAnswer]:
+    """Every job's answer, its parts spread over the pool's workers as soon as each can start: the model's search,
+    then the interval's two ends side by side, then the replays at the planned count. `planned(i, answer)` is
+    called as soon as job i's answer is complete (to start more work on it in the same pool)."""
+    answers: dict[int, ProfileAnswer] = {}
+    ends: dict[int, dict[str, EndAnswer]] = {i: {} for i in range(len(jobs))}
+    at: dict[int, dict[str, Prediction]] = {i: {} for i in range(len(jobs))}
+    running: dict[Future[Any], tuple[int, str]] = {}
+    for i, job in enumerate(jobs):
+        running[pool.submit(plan_model, job)] = (i, "model")
+    while running:
+        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        for f in done:
+            i, part = running.pop(f)
+            job, result = jobs[i], f.result()
+            if part == "model":
+                answers[i] = result
+                if needs_interval(result):
+                    for end in ("pessimistic", "optimistic"):
+                        running[pool.submit(search_end, job, result, end)] = (i, end)
+                elif planned is not None:
+                    planned(i, result)
+            elif part in ("pessimistic", "optimistic"):
+                ends[i][part] = result
+                if part == "pessimistic":
+                    for w in at_planned_replays(answers[i], result.replicas):
+                        running[pool.submit(replay_at, job, answers[i], w, result.replicas)] = (i, f"at {w}")
+            else:
+                at[i][part.removeprefix("at ")] = result
+            a = answers[i]
+            if (
+                part != "model"
+                and len(ends[i]) == 2
+                and len(at[i]) == len(at_planned_replays(a, ends[i]["pessimistic"].replicas))
+            ):
+                finish_interval(a, ends[i], at[i])
+                if planned is not None:
+                    planned(i, a)
+    return [answers[i] for i in range(len(jobs))]
+
+
+def plan_model(job: ProfileJob) -> ProfileAnswer:
+    """The profile's floor and the fewest replicas at the model's step time; with no interval to search (a factor
+    of 1), the whole answer."""
     t0 = time.perf_counter()
     try:
-        config = load_profile(gpu_ref, model_ref, engine={**(serving or {}), **PLAN_ENGINE})
+        config = job.config()
     except UserError as e:  # e.g. the model does not fit this card: a row that says so, not a failed plan
         from slabench.sim.profiles import load_gpu_profile, load_model_profile
 
-        gpu, model = load_gpu_profile(gpu_ref), load_model_profile(model_ref)
+        gpu, model = load_gpu_profile(job.gpu_ref), load_model_profile(job.model_ref)
         return ProfileAnswer(gpu, model, {}, problem=str(e), seconds=time.perf_counter() - t0)
     answer = ProfileAnswer(config.gpu, config.model, config.summary())
-    answer.factor = step_time_factor or config.gpu.uncertainty.step_time_factor_90
-    answer.floor = floor_figures(config, load)
-    hopeless = _hopeless(checks, answer.floor)
+    answer.factor = job.step_time_factor or config.gpu.uncertainty.step_time_factor_90
+    answer.floor = floor_figures(config, job.load)
+    hopeless = _hopeless(job.checks, answer.floor)
     if hopeless:
         answer.problem = hopeless
         answer.seconds = time.perf_counter() - t0
         return answer
-    answer.first_guess = first_guess(config, load, checks)
-    replicas, probes = fewest_replicas(config, load, checks, balancer, drain_timeout, max_replicas, answer.first_guess)
+    answer.first_guess = first_guess(config, job.load, job.checks)
+    replicas, probes = fewest_replicas(job, config, answer.first_guess)
     answer.probes = [probes[r] for r in sorted(probes)]
     if replicas is None:
-        answer.problem = f"no fleet of up to {max_replicas} replicas meets the checks (raise --max-replicas)"
-        answer.seconds = time.perf_counter() - t0
-        return answer
-    answer.replicas = replicas
-    answer.answer = probes[replicas]
-    answer.level = in_flight_per_replica(answer.answer.prediction)
-    if step_time_factor is None:  # a calibrated profile's interval widens beyond the levels it saw
-        answer.factor = config.gpu.uncertainty.factor_at(answer.level)
-    answer.below = probes.get(replicas - 1)
-    _interval(answer, config, load, checks, balancer, drain_timeout, max_replicas, probes)
+        answer.problem = f"no fleet of up to {job.max_replicas} replicas meets the checks (raise --max-replicas)"
+    else:
+        answer.replicas = replicas
+        answer.answer = probes[replicas]
+        answer.level = in_flight_per_replica(answer.answer.prediction)
+        if job.step_time_factor is None:  # a calibrated profile's interval widens beyond the levels it saw
+            answer.factor = config.gpu.uncertainty.factor_at(answer.level)
+        answer.below = probes.get(replicas - 1)
+        if answer.factor == 1.0:  # no stated uncertainty: the ends are the model
+            n = replicas
+            answer.optimistic = answer.pessimistic = n
+            answer.planned = probes[n]
+            answer.at_planned = {e: probes[n].prediction for e in ("optimistic", "model", "pessimistic")}
     answer.seconds = time.perf_counter() - t0
     return answer
+
+
+def needs_interval(answer: ProfileAnswer) -> bool:
+    return answer.replicas is not None and answer.factor != 1.0
 
 
 def _hopeless(checks: list[Check], floor: dict[str, float | None]) -> str | None:
@@ -285,56 +388,55 @@ def _hopeless(checks: list[Check], floor: dict[str, float | None]) -> str | None
     )
 
 
-def _interval(
-    answer: ProfileAnswer,
-    config: EngineConfig,
-    load: PlannedLoad,
-    checks: list[Check],
-    balancer: str,
-    drain_timeout: float,
-    max_replicas: int,
-    probes: dict[int, Probe],
-) -> None:
-    """The fewest replicas at both ends of the profile's 90 % step-time interval, and every figure at the count the
-    plan picks (the pessimistic end's) under the optimistic, the model's and the pessimistic step time."""
-    n, f = answer.replicas, answer.factor
-    assert n is not None
-    if f == 1.0:  # no stated uncertainty: the ends are the model
-        answer.optimistic = answer.pessimistic = n
-        answer.planned = probes[n]
-        answer.at_planned = {e: probes[n].prediction for e in ("optimistic", "model", "pessimistic")}
-        return
-    ends = {e: replace(config, gpu=config.gpu.slowed(s)) for e, s in (("optimistic", 1 / f), ("pessimistic", f))}
-    slow = ends["pessimistic"]
-    answer.pessimistic_problem = _hopeless(checks, floor_figures(slow, load))
-    guess = answer.first_guess or n
+def search_end(job: ProfileJob, answer: ProfileAnswer, end: str) -> EndAnswer:
+    """The fewest replicas at one end of the profile's 90 % step-time interval, searched from the model's answer
+    N: slower steps cannot need fewer replicas (the pessimistic end lies above N − 1), faster ones cannot need
+    more (the optimistic end at most N)."""
+    t0 = time.perf_counter()
+    n, guess = answer.replicas, answer.first_guess or answer.replicas
+    assert n is not None and guess is not None
+    config = job.ends(answer.factor)[end]
+    # The model's count × how the roofline's first guess moves at this end (on the burst, at the pessimistic end:
+    # 95, 281, 282 where 98, 285, 285 were found), 5 % up so the first fleet tends to meet and the search walks
+    # down instead of jumping ×1.5.
+    start = max(1, math.ceil(n * first_guess(config, job.load, job.checks) / guess * 1.05))
+    out = EndAnswer(None)
+    if end == "pessimistic":
+        out.problem = _hopeless(job.checks, floor_figures(config, job.load))
+        if out.problem is None:
+            b, probes = fewest_replicas(job, config, n, start=max(n, start), known_miss=n - 1)
+            if b is None:
+                out.problem = f"no fleet of up to {job.max_replicas} replicas (raise --max-replicas)"
+            else:
+                out.replicas, out.probe = b, probes[b]
+    else:
+        out.replicas, _ = fewest_replicas(job, config, n, start=min(n, start), known_meet=n)
+    out.seconds = time.perf_counter() - t0
+    return out
 
-    def start(end: EngineConfig) -> int:
-        """The model's count × how the roofline's first guess moves at this end (on the burst, at the pessimistic
-        end: 95, 281, 282 where 98, 285, 285 were found), 5 % up so the first fleet tends to meet and the search
-        walks down instead of jumping ×1.5."""
-        return max(1, math.ceil(n * first_guess(end, load, checks) / guess * 1.05))
 
-    if answer.pessimistic_problem is None:
-        b, slow_probes = fewest_replicas(
-            slow, load, checks, balancer, drain_timeout, max_replicas, n, start=max(n, start(slow)), known_miss=n - 1
-        )
-        if b is None:
-            answer.pessimistic_problem = f"no fleet of up to {max_replicas} replicas (raise --max-replicas)"
-        else:
-            answer.pessimistic, answer.planned = b, slow_probes[b]
-    fast = ends["optimistic"]
-    a, _ = fewest_replicas(
-        fast, load, checks, balancer, drain_timeout, max_replicas, n, start=min(n, start(fast)), known_meet=n
-    )
-    answer.optimistic = a
-    if answer.planned is None:
+def at_planned_replays(answer: ProfileAnswer, b: int | None) -> tuple[str, ...]:
+    """The replays the planned count b still needs: the optimistic end's, and the model's unless its search has it."""
+    if b is None:
+        return ()
+    return ("optimistic",) if any(p.replicas == b for p in answer.probes) else ("optimistic", "model")
+
+
+def replay_at(job: ProfileJob, answer: ProfileAnswer, which: str, b: int) -> Prediction:
+    config = job.config() if which == "model" else job.ends(answer.factor)[which]
+    return job.replay(config, b)
+
+
+def finish_interval(answer: ProfileAnswer, ends: dict[str, EndAnswer], at: dict[str, Prediction]) -> None:
+    """The interval's counts, and every figure at the count the plan picks (the pessimistic end's) under the
+    optimistic, the model's and the pessimistic step time."""
+    slow, fast = ends["pessimistic"], ends["optimistic"]
+    answer.pessimistic_problem = slow.problem
+    answer.optimistic = fast.replicas
+    answer.seconds += slow.seconds + fast.seconds
+    if slow.probe is None:
         return
-    b = answer.pessimistic
-    assert b is not None
-    model_at_b = probes[b].prediction if b in probes else replay(config, load, b, balancer, (), drain_timeout)
-    answer.at_planned = {
-        "optimistic": replay(ends["optimistic"], load, b, balancer, (), drain_timeout),
-        "model": model_at_b,
-        "pessimistic": answer.planned.prediction,
-    }
+    b = answer.pessimistic = slow.replicas
+    answer.planned = slow.probe
+    model = next((p.prediction for p in answer.probes if p.replicas == b), None) or at["model"]
+    answer.at_planned = {"optimistic": at["optimistic"], "model": model, "pessimistic": slow.probe.prediction}

@@ -89,8 +89,8 @@ class PlannedLoad:
         return float(self.duration_s or 0.0)
 
 
-def arrivals_load(name: str, description: str, mix: Mix, offsets: np.ndarray) -> PlannedLoad:
-    """An open-loop load whose n-th arrival takes mix row n."""
+def open_loop(name: str, description: str, mix: Mix, offsets: np.ndarray) -> PlannedLoad:
+    """Arrivals at `offsets`, the n-th taking mix row n."""
     return PlannedLoad(name, description, mix, offsets=offsets, rows=np.arange(len(offsets)))
 
 
@@ -181,7 +181,7 @@ def dataset_load(dataset_dir: str | Path, kind: str, task: str, workers: int = 2
     mix = call_mix(_calls(queue), task, f"{path} ({task} task)", path.read_bytes(), workers)
     offsets = np.array([q.offset_s for q in queue])
     window = offsets[-1] if len(offsets) else 0.0
-    return arrivals_load(kind, f"{kind} queue {path}: {len(queue):,} requests over {window:.0f} s", mix, offsets)
+    return open_loop(kind, f"{kind} queue {path}: {len(queue):,} requests over {window:.0f} s", mix, offsets)
 
 
 def _calls(rows: Sequence[QueueItem]) -> list[tuple[str, int, float, int, str]]:
@@ -259,12 +259,8 @@ def queue_file_load(
     else:
         mix = burst_mix()
         how = "lengths: the burst's calls in turn"
-    return arrivals_load(
-        "queue",
-        f"queue file {path}: {len(rows):,} requests over {offsets[-1] - offsets[0]:.0f} s ({how})",
-        mix,
-        offsets,
-    )
+    description = f"queue file {path}: {len(rows):,} requests over {offsets[-1] - offsets[0]:.0f} s ({how})"
+    return open_loop("queue", description, mix, offsets)
 
 
 MAX_PLANNED_REQUESTS = 2_000_000  # a load beyond this would take hours to replay and memory beyond a laptop's
@@ -290,12 +286,8 @@ def rate_load(mix: Mix, rate_rps: float, duration_s: float, burstiness: float = 
     if not arrivals:
         raise UserError(f"--rate-rps {rate_rps:g} over --duration {duration_s:g} s gives no request; raise either")
     offsets = np.array([a.offset for a in arrivals])
-    return arrivals_load(
-        "rate",
-        f"{rate_rps:g} req/s for {duration_s:g} s (burstiness {burstiness:g}, seed {seed}): {len(offsets):,} requests",
-        mix,
-        offsets,
-    )
+    description = f"{rate_rps:g} req/s for {duration_s:g} s (burstiness {burstiness:g}, seed {seed})"
+    return open_loop("rate", f"{description}: {len(offsets):,} requests", mix, offsets)
 
 
 def diurnal_load(
@@ -311,12 +303,8 @@ def diurnal_load(
     offsets = np.array([a.offset for a in day.arrivals(burstiness, seed)])
     if not len(offsets):
         raise UserError("--diurnal-peak-rps: the day has no request; raise the peak rate or the day's length")
-    return arrivals_load(
-        "diurnal",
-        f"office day at peak {peak_rps:g} req/s in {day_minutes:g} min × {days} day(s): {len(offsets):,} requests",
-        mix,
-        offsets,
-    )
+    description = f"office day at peak {peak_rps:g} req/s in {day_minutes:g} min × {days} day(s)"
+    return open_loop("diurnal", f"{description}: {len(offsets):,} requests", mix, offsets)
 
 
 def steps_load(mix: Mix, users: int, duration_s: float) -> PlannedLoad:

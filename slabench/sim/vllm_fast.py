@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Protocol
 
 from slabench.sim.engine import Emission, SimRequest, StepResult
@@ -112,6 +114,21 @@ class _Stretch:
             total += (m - s) * (ov + a) + b * (m * (m + 1) - s * (s + 1)) / 2
         return total
 
+    def guess(self, t: float) -> int:
+        """About the last step j (0..k) that ends before t: the steps' durations summed in closed form and solved
+        for t (exact up to rounding; the caller checks)."""
+        x = t - self.end1
+        if x <= 0:
+            return 0
+        s = self.split
+        ov = self.overhead
+        if s > 0:
+            m = _solve(ov, *self.left, 0, 0.0, x)
+            if m <= s:
+                return max(0, min(self.k, math.floor(m) + 1))
+        m = _solve(ov, *self.right, s, self.time(s), x)
+        return max(0, min(self.k, math.floor(m) + 1))
+
     def end(self, j: int) -> float:
         """When step j ends (j = 1..k+1)."""
         return self.end1 + self.time(j - 1)
@@ -120,6 +137,16 @@ class _Stretch:
         """Blocks taken by steps 2..m+1: every member takes one per block-size steps."""
         bs = len(self.period_blocks)
         return self.members * (m // bs) + self.period_blocks[m % bs]
+
+
+def _solve(overhead: float, a: float, b: float, s: int, before: float, x: float) -> float:
+    """m ≥ s where ``before + Σ_{i=s+1..m} (overhead + a + b·i) = x`` (a step i+1 takes overhead + a + b·i)."""
+    c = before - x - s * (overhead + a) - b * s * (s + 1) / 2
+    lin = overhead + a + b / 2
+    if b <= 1e-300:
+        return -c / lin if lin > 0 else math.inf
+    q = b / 2
+    return (-lin + math.sqrt(max(lin * lin - 4 * q * c, 0.0))) / (2 * q)
 
 
 class PlanningEngine(VllmModel[_PSeq]):
@@ -414,12 +441,11 @@ class PlanningEngine(VllmModel[_PSeq]):
         bs = self._bs
         n = self._in_flight
         g0 = self._gs  # step i+1 is scheduled after g0 + i - 1 cohort steps
-        period = [0] * bs
-        for m in range(1, bs):
-            period[m] = period[m - 1] + self._hist[-(g0 + m - 1) % bs]
+        hist = self._hist
+        period = [0, *accumulate(hist[-(g0 + m) % bs] for m in range(bs - 1))]  # non-decreasing
         free = self._num_blocks - self._used
         full, rest = divmod(free, n)
-        fit = full * bs + max(m for m in range(bs) if period[m] <= rest)  # steps before one would preempt
+        fit = full * bs + bisect_right(period, rest) - 1  # steps before one would preempt
         k = min(k, fit)
         if k < 1:
             return
@@ -438,6 +464,13 @@ class PlanningEngine(VllmModel[_PSeq]):
         """Apply the plain steps of `st` (the current stretch) that end before `now` (an arrival or abort at `now`
         comes after them)."""
         lo, hi = 0, st.k  # steps 1..lo end before now; find the largest such lo ≤ k
+        j = st.guess(now)  # nearly always it: check it before searching the whole stretch
+        if j > 0 and st.end(j) >= now:
+            hi = j - 1
+        else:
+            lo = j
+            if j < hi and st.end(j + 1) >= now:
+                hi = j
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if st.end(mid) < now:

@@ -218,11 +218,13 @@ def test_warm_replicas_of_a_small_load_and_the_view_at_80_columns(tmp_path, toy_
 
     from slabench.plan.autoscale import AutoscaleView, autoscale_profile
     from slabench.plan.checks import latency_checks
+    from slabench.plan.search import ProfileJob
     from slabench.sla.contract import load_contract
     from tests.unit.test_plan import contract
 
     checks = latency_checks(load_contract(contract(tmp_path, "  ttft_p95_s: {max: 0.5}")))
-    a = autoscale_profile(toy_gpu(tmp_path, 1), toy_model, groups_of_four(), checks, "round-robin", 300.0, {}, RULE,
+    job = ProfileJob(toy_gpu(tmp_path, 1), toy_model, groups_of_four(), checks, "round-robin", 300.0, 50, {})
+    a = autoscale_profile(job, RULE,
                           ColdStart(), "s3", 4, 40, 91.0, 1.0, 0.1, 1.0)  # fmt: skip
     assert a.warm == 4 and a.probes == {3: False, 4: True}
     assert a.below is not None and a.below.scale_ups == 0 and a.below.peak_load_per_replica <= 4
@@ -264,11 +266,13 @@ def test_warm_n_replays_from_the_replicas_asked_for(tmp_path, toy_model):
     above 0.5 s): it misses, and says so; the search's answer (4) is unchanged."""
     from slabench.plan.autoscale import AutoscaleView, autoscale_profile
     from slabench.plan.checks import latency_checks
+    from slabench.plan.search import ProfileJob
     from slabench.sla.contract import load_contract
     from tests.unit.test_plan import contract
 
     checks = latency_checks(load_contract(contract(tmp_path, "  ttft_p95_s: {max: 0.5}")))
-    a = autoscale_profile(toy_gpu(tmp_path, 1), toy_model, groups_of_four(), checks, "round-robin", 300.0, {}, RULE,
+    job = ProfileJob(toy_gpu(tmp_path, 1), toy_model, groups_of_four(), checks, "round-robin", 300.0, 50, {})
+    a = autoscale_profile(job, RULE,
                           ColdStart(), "s3", 4, 40, 91.0, 1.0, 0.1, 1.0, requested=2)  # fmt: skip
     assert a.warm == 4 and a.requested is not None and a.requested.warm == 2 and a.requested_meets is False
     assert a.to_dict()["from_requested"]["warm"] == 2
