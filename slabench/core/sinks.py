@@ -35,13 +35,11 @@ class RecordSink(Protocol):
     def close(self) -> None: ...
 
 
-class JsonlSink:
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = self.path.open("ab")
-        self._last_flush = time.monotonic()
-        self.count = 0
+class _RowSink:
+    """What both sinks share: records come in as rows and are flushed at most every FLUSH_INTERVAL_S."""
+
+    count: int
+    _last_flush: float
 
     def write(self, records: Iterable[RequestRecord]) -> None:
         self.write_rows(r.to_dict() for r in records)
@@ -49,10 +47,28 @@ class JsonlSink:
     def write_rows(self, rows: Iterable[dict[str, Any]]) -> None:
         """Records as `RequestRecord.to_dict` rows (a row checked by `RequestRecord.from_row`)."""
         for row in rows:
-            self._f.write(json_line(row))
+            self._put(row)
             self.count += 1
         if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
             self.flush()
+
+    def _put(self, row: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+
+class JsonlSink(_RowSink):
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = self.path.open("ab")
+        self._last_flush = time.monotonic()
+        self.count = 0
+
+    def _put(self, row: dict[str, Any]) -> None:
+        self._f.write(json_line(row))
 
     def flush(self) -> None:
         self._f.flush()
@@ -82,7 +98,7 @@ def _arrow_type(annotation: str) -> pa.DataType:
 ARROW_SCHEMA = pa.schema([pa.field(f.name, _arrow_type(str(f.type))) for f in _FIELDS])
 
 
-class ParquetSink:
+class ParquetSink(_RowSink):
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
@@ -91,16 +107,8 @@ class ParquetSink:
         self._last_flush = time.monotonic()
         self.count = 0
 
-    def write(self, records: Iterable[RequestRecord]) -> None:
-        self.write_rows(r.to_dict() for r in records)
-
-    def write_rows(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Records as `RequestRecord.to_dict` rows (a row checked by `RequestRecord.from_row`)."""
-        for row in rows:
-            self._buffer.append(row)
-            self.count += 1
-        if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
-            self.flush()
+    def _put(self, row: dict[str, Any]) -> None:
+        self._buffer.append(row)
 
     def _write_part(self, table: pa.Table) -> None:
         final = self.path / f"part-{self._next_part:05d}.parquet"
