@@ -173,7 +173,7 @@ HOW: dict[str, How] = {  # a unique prefix of the printed command → how it run
     # README.md and docs/sla.md: the capacity search (capped runs carry too few requests to PASS: the search ends at
     # its lowest level, then the contract's own load is run and graded)
     "slabench sweep --config sweeps/default.yaml --sla sla/config_sla_example.yaml --search": How(
-        "runs as printed, capped; it grades the contract's load", ok=GRADES, env=SHORT
+        "runs as printed, capped; it grades the contract's load", ok=GRADES
     ),
     "slabench sweep --config sweeps/default.yaml --sla sla/config_sla_example.yaml --search --search-tolerance": How(
         "the README's search with a tolerance: run once, as that command", skip=True
