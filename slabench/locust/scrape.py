@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
+import gevent.lock
 from gevent import subprocess
 from locust import events
 from locust.runners import WorkerRunner
@@ -94,10 +95,13 @@ class ScrapeProcess:
         argv = poller_argv(url, out, run_id, opts, target_host)
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.summary = ""
+        # One reader of its stdout at a time: a run stopped while the start still waits for "ready" (a short run on
+        # a busy machine) read it from two greenlets, and the file raised "reentrant call" out of Locust's test_stop.
+        self._reading = gevent.lock.Semaphore()
 
     def wait_ready(self) -> bool:
         """Block (cooperatively) until the baseline scrape was attempted."""
-        with gevent.Timeout(READY_TIMEOUT_S, False):
+        with gevent.Timeout(READY_TIMEOUT_S, False), self._reading:
             line = self.proc.stdout.readline()
             if line.startswith("slabench-scrape ready"):
                 return True
@@ -114,7 +118,7 @@ class ScrapeProcess:
             self.proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # it already exited (no metrics at the URL)
-        with gevent.Timeout(STOP_TIMEOUT_S, False):
+        with gevent.Timeout(STOP_TIMEOUT_S, False), self._reading:
             for line in self.proc.stdout:
                 if line.startswith("slabench-scrape done"):
                     self.summary = line.removeprefix("slabench-scrape done").strip()

@@ -1,11 +1,13 @@
 """The Locust side of the scraper: which URL, the poller's command line (where the API key may go), option checks."""
 
+import socket
 from pathlib import Path
 from types import SimpleNamespace
 
+import gevent
 import pytest
 
-from slabench.locust.scrape import check_option, poller_argv, target_url
+from slabench.locust.scrape import ScrapeProcess, check_option, poller_argv, target_url
 
 
 def env(server_metrics="", host="http://127.0.0.1:8000", user_hosts=()):
@@ -73,3 +75,23 @@ def test_pods_scrapes_each_serving_pod_found_by_their_labels(monkeypatch):
     monkeypatch.delenv("SLABENCH_SERVING_SELECTOR")
     assert "set SLABENCH_SERVING_SELECTOR" in check_option("pods")
     assert "give pods:SELECTOR" in check_option("pods: ")
+
+
+def test_a_run_stopped_while_the_poller_starts_stops_it_without_a_second_reader(tmp_path):
+    """A short run on a busy machine stops before the poller said ready: the start's read and the stop's read of its
+    output must take turns (two at once raised "reentrant call" out of Locust's test_stop)."""
+    silent = socket.socket()  # accepts connections, never answers: the baseline scrape waits
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}/metrics"
+    opts = SimpleNamespace(server_metrics_interval=0.2, api_key_env="", insecure=False)
+    proc = ScrapeProcess(url, tmp_path / "server_metrics.jsonl", "r1", opts, None)
+    starting = gevent.spawn(proc.wait_ready)
+    gevent.sleep(0.5)  # the start now reads the poller's output, waiting for "ready"
+    try:
+        proc.stop()
+        starting.join(timeout=30)
+        assert proc.proc.poll() is not None  # the poller is gone
+        assert starting.ready() and starting.exception is None
+    finally:
+        silent.close()
