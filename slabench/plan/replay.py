@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,7 +92,8 @@ class TokenGaps:
             r = math.floor(h)
             a = at(r)
             out[key] = a + (h - r) * (at(min(r + 1, n - 1)) - a)
-        out["itl_mean"] = float((v * w).sum() / w.sum())
+        order = np.lexsort((w, v))  # the same sum whatever order the replicas reported their gaps in
+        out["itl_mean"] = float((v[order] * w[order]).sum() / w.sum())
         return out
 
 
@@ -269,7 +271,6 @@ class FleetReplay:
         open_loop = load.open_loop
         ttft_checks = [(c, g) for c, g in self.good.items() if c.kind == "ttft"]
         e2e_checks = [(c, g) for c, g in self.good.items() if c.kind == "e2e"]
-        deadlines = self.deadlines
         stop_sending = load.duration_s if not open_loop and load.duration_s else math.inf
         after = load.after_s if load.after_s is not None else ()
         max_requests = load.max_requests or math.inf
@@ -360,16 +361,21 @@ class FleetReplay:
                             heapq.heappush(pending, (d.last_token + wait, 0, client))
                 finished(k, len(done), te)
             push(k)
-            for dl in deadlines:
-                if dl.failed(te):
-                    stopped = (
-                        f"{dl.check.name}: {dl.bad:,} requests already past {dl.check.target:g} s without their "
-                        f"{'first' if dl.check.kind == 'ttft' else 'last'} token by t = {te - self.origin:.0f} s"
-                    )
-                    break
+            stopped = self.failed_by(te)
             if stopped:
                 break
         self.now, self.stopped, self.next_open, self.n_sent = now, stopped, next_open, n_sent
+
+    def failed_by(self, t: float) -> str | None:
+        """Which percentile check has failed for sure by `t` (None: none has), as the stop message says it."""
+        for dl in self.deadlines:
+            if dl.failed(t):
+                c = dl.check
+                return (
+                    f"{c.name}: {dl.bad:,} requests already past {c.target:g} s without their "
+                    f"{'first' if c.kind == 'ttft' else 'last'} token by t = {t - self.origin:.0f} s"
+                )
+        return None
 
     def _grow(self, need: int) -> tuple[np.ndarray, ...]:
         """Room for request `need` − 1 and more (a closed loop)."""
@@ -446,6 +452,68 @@ class _FixedFleet(FleetReplay):
         self.lor = [(0, i - replicas, i) for i in range(replicas)]
         heapq.heapify(self.lor)
         self.stamps = 0
+
+    def run(self) -> None:
+        if self.balancer == "round-robin" and self.load.open_loop:
+            self._run_by_replica()
+        else:
+            super().run()
+
+    def _run_by_replica(self, window_s: float = 10.0) -> None:
+        """Round robin on a fixed fleet sends request i to replica i mod N whatever the others do, so each replica
+        runs on its own, with no event queue across replicas (about a third less CPU). A window of virtual time at a
+        time: after each, the checks that stop a run that has failed for sure are judged at the window's last step
+        (so such a run stops up to one window later than `FleetReplay.run` would; a run that is not stopped gets
+        the same figures). Within a replica, an arrival comes before a step due at the same time, as in `run`."""
+        mix, n, replicas = self.load.mix, self.n_max, self.replicas
+        arrival, rows, error, firsts = self.arrival, self.rows, self.error, self.firsts
+        arr, first, last, gen, ptok = self.arr, self.first, self.last, self.gen, self.ptok
+        ttft_checks = [(c, g) for c, g in self.good.items() if c.kind == "ttft"]
+        e2e_checks = [(c, g) for c, g in self.good.items() if c.kind == "e2e"]
+        nxt = list(range(replicas))  # each replica's next request
+        end = min(arrival[0] + window_s, self.horizon) if n else self.horizon
+        latest = self.origin  # the last step taken
+        while True:
+            idle = True
+            for k, eng in enumerate(self.engines):
+                step, due = eng.step, eng.next_event_time
+                i = nxt[k]
+                while i < n and arrival[i] <= end:
+                    a = arrival[i]
+                    t = due()
+                    while t is not None and t < a:
+                        step(t)
+                        latest = max(latest, t)
+                        t = due()
+                    if not error[i]:
+                        req = mix.request(str(i), int(rows[i]))
+                        ptok[i] = req.prompt_tokens
+                        eng.add(req, a)
+                        self.sent_to[k] += 1
+                    i += replicas
+                nxt[k] = i
+                t = due()
+                while t is not None and t <= end:
+                    step(t)
+                    latest = max(latest, t)
+                    t = due()
+                idle = idle and t is None and i >= n
+                for d in eng.pop_finished():
+                    j = int(d.request_id)
+                    last[j], gen[j] = d.last_token, d.generation_tokens
+            if firsts:
+                ids = np.fromiter((int(rid) for rid, _ in firsts), dtype=np.int64, count=len(firsts))
+                first[ids] = [t for _, t in firsts]
+                firsts.clear()
+            for checks, at in ((ttft_checks, first), (e2e_checks, last)):
+                for c, good in checks:
+                    good |= at[:n] - arr[:n] <= c.target
+            self.stopped = self.failed_by(latest)
+            if self.stopped or idle or end >= self.horizon:
+                break
+            end = min(end + window_s, self.horizon)
+        self.now = latest
+        self.next_open = self.n_sent = bisect_right(arrival, end) if self.stopped else n
 
     def route(self, i: int) -> int:
         if self.balancer == "round-robin":

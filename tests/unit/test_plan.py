@@ -17,7 +17,7 @@ import pytest
 from slabench.core.errors import UserError
 from slabench.plan.checks import latency_checks
 from slabench.plan.cost import FleetCost
-from slabench.plan.replay import TokenGaps, replay, type7
+from slabench.plan.replay import FleetReplay, TokenGaps, _FixedFleet, replay, type7
 from slabench.plan.search import PLAN_ENGINE, plan_profile
 from slabench.plan.workload import Mix, PlannedLoad, queue_file_load, read_queue, steps_load
 from slabench.sim.profiles import load_profile
@@ -247,3 +247,47 @@ def test_a_profile_whose_pessimistic_end_meets_nothing_is_not_planned(tmp_path, 
             assert answer.replicas_text() == "2 (90 %: 1–none)"
         else:
             assert answer.replicas_text() == "2 (90 %: 2–2)" and answer.planned is answer.answer
+
+
+def test_round_robin_replays_each_replica_on_its_own_with_the_fleet_loops_figures(tmp_path, toy_model):
+    """Round robin sends request i to replica i mod N whatever the others do, so a fixed fleet's replicas run one
+    after another (`_run_by_replica`) instead of through the fleet-wide event queue: the same figures to the last
+    bit, with rejected requests, batching, a drain horizon that cuts the tail, and arrivals due at the very instant a
+    step ends (a measured step time of exactly 125 ms: the arrival joins that step's successor, as in the fleet-wide
+    loop). A run stopped early is stopped by the same check, at most one window (10 s) later."""
+    gpu = tmp_path / "exact.yaml"
+    gpu.write_text(
+        "kind: gpu\nname: exact\nsource: a test\nmemory_mib: 1024\nmemory_bandwidth_gb_s: 1000\n"
+        "dense_bf16_tflops: 100\nreserved_mib: 0\nstep_time: {overhead_ms: 125}\nengine: {max_num_seqs: 3}\n"
+    )
+    rng = np.random.default_rng(7)
+    n = 400
+    offsets = np.sort(rng.integers(0, 320, n)) * 0.125  # on the steps' grid: ties
+    prompt = rng.integers(5, 60, n).tolist()
+    prompt[17] = prompt[230] = 4090  # beyond max_model_len with max_tokens: HTTP 400
+    load = PlannedLoad("test", "random", mix(prompt, rng.integers(1, 40, n).tolist()), offsets=offsets,
+                       rows=np.arange(n))  # fmt: skip
+    config = load_profile(str(gpu), toy_model, engine=PLAN_ENGINE)
+    strict = latency_checks(load_contract(contract(tmp_path, "  ttft_p95_s: {max: 0.5}\n  e2e_p95_s: {max: 9}")))
+    runs = {"complete": 0, "stopped": 0}
+    for replicas, checks, drain in (
+        (1, (), 30.0),
+        (3, (), 300.0),
+        (1, strict, 300.0),
+        (4, strict, 300.0),
+        (9, (), 300.0),
+    ):
+        by_replica = _FixedFleet(config, load, replicas, "round-robin", checks, drain)
+        by_replica.run()
+        fleet_wide = _FixedFleet(config, load, replicas, "round-robin", checks, drain)
+        FleetReplay.run(fleet_wide)
+        a = by_replica.summary(replicas, by_replica.sent_to)
+        b = fleet_wide.summary(replicas, fleet_wide.sent_to)
+        if b.complete:
+            assert a.to_dict() == b.to_dict() and a.errors == 2, replicas
+            assert a.per_replica_requests == b.per_replica_requests
+        else:
+            assert not a.complete and a.stopped.split(":")[0] == b.stopped.split(":")[0], replicas
+            assert b.end <= a.end <= b.end + 10.0
+        runs["complete" if b.complete else "stopped"] += 1
+    assert runs == {"complete": 3, "stopped": 2}
