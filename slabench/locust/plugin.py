@@ -29,6 +29,7 @@ from slabench.locust.hooks import install_once
 from slabench.locust.hub import RecordHub, attach, find_hub
 from slabench.locust.options import add_options, cap_run_time, check_options, options
 from slabench.locust.quitting import handle_interrupts, stop_run_before_quitting, stop_simulator
+from slabench.locust.spawn_messages import compute_default_options_once
 from slabench.locust.user import LLMUser
 from slabench.sim.cli import sim_args_to_argv
 from slabench.sim.embedded import EmbeddedSimulator
@@ -47,6 +48,7 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
     attach(environment, hub)
     opts = options(environment)
     if isinstance(runner, WorkerRunner):  # its own environment holds its key
+        compute_default_options_once()  # before the first spawn message
         try:
             api_key_from_env(opts.api_key_env)
         except UserError as e:
