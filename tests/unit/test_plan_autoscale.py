@@ -376,3 +376,27 @@ def test_autoscale_replays_a_search_run_the_rule_would_have_scaled(tmp_path, toy
     assert a.probes == {1: False, 2: True} and replays == [1, 2]  # each replayed, from its warm replicas
     assert a.run is not searched[2] and a.below is not searched[1]
     assert a.run is not None and a.run.scale_ups > 0 and a.run.peak_replicas == 3
+
+
+def test_with_autoscale_the_pessimistic_search_keeps_its_fleets_as_scaled_runs(tmp_path, toy_model):
+    """Groups of four, each step 1.5 times as long at the pessimistic end: still 4 replicas. With --autoscale's
+    setup the end's search replays its fleets as scaled ones that cannot scale: the same answer and figures, and
+    the run of each kept for the autoscaled part."""
+    from slabench.plan.checks import latency_checks
+    from slabench.plan.scaling import Scaling
+    from slabench.plan.search import ProfileJob, finish_interval, plan_model, search_end
+    from slabench.sla.contract import load_contract
+    from tests.unit.test_plan import contract
+
+    checks = latency_checks(load_contract(contract(tmp_path, "  ttft_p95_s: {max: 0.5}")))
+    job = ProfileJob(toy_gpu(tmp_path, 1), toy_model, groups_of_four(), checks, "round-robin", 300.0, 50, {}, 1.5)
+    answer = plan_model(job)
+    plain = search_end(job, answer, "pessimistic")
+    scaled = search_end(replace(job, scaling=Scaling(RULE, ColdStart(), "s3")), answer, "pessimistic")
+    assert plain.replicas == scaled.replicas == 4 and not plain.scaled
+    assert plain.probe is not None and scaled.probe is not None
+    assert scaled.probe.prediction == plain.probe.prediction and scaled.probe.judged == plain.probe.judged
+    assert scaled.scaled[4].prediction == plain.probe.prediction and scaled.scaled[4].same_with_ceiling(4)
+    finish_interval(answer, {"pessimistic": scaled, "optimistic": search_end(job, answer, "optimistic")},
+                    {"optimistic": plain.probe.prediction})  # fmt: skip
+    assert answer.pessimistic_runs == scaled.scaled
