@@ -90,6 +90,7 @@ class Autoscaler:
         self.up_period_s, self.down_window_s, self.down_period_s = up_period_s, down_window_s, down_period_s
         self.up_pods, self.down_pods = up_pods, down_pods
         self.wanted = replicas  # the last recommendation, within [min, max], before the policies
+        self.recommended = replicas  # the last recommendation before [min, max]
         self._last_up = self._last_down = -math.inf
         self._recommendations: list[tuple[float, int]] = []
 
@@ -98,6 +99,7 @@ class Autoscaler:
         # no ready replica, no series: nothing to act on (KEDA reads it as 0 with ignoreNullValues)
         r = self.replicas
         want = desired_replicas(r, self.rule.metric(running, waiting), self.rule.target) if ready else r
+        self.recommended = want
         want = max(self.min_replicas, min(self.max_replicas, want))
         self.wanted = want
         self._recommendations = [(rt, w) for rt, w in self._recommendations if t - rt < self.down_window_s]

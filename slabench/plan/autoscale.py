@@ -5,7 +5,9 @@ For each profile the plan answered (its fewest replicas R, all up before the loa
 the chart's own rule scales (`slabench.plan.scaling`), new replicas serving after the cold start of the chosen cache
 tier (`slabench.plan.coldstart`). Warm replicas: the fewest N ≤ R from which the scaled fleet still meets every
 check — first N = R − 1 (autoscaling rarely saves more: replicas it adds come minutes late), then down by doubling
-steps while it meets, then bisection; the replay from N − 1 (which misses) comes with it as the evidence. A day:
+steps while it meets, then bisection; the replay from N − 1 (which misses) comes with it as the evidence. A replay
+the plan's search already ran (its pessimistic end's fleets, replayed as scaled ones with their own size as the
+ceiling) is taken from it when the rule never asked for more replicas there: a higher ceiling changes nothing. A day:
 `slabench.plan.day`, each replica serving at the rate one replica sustained in the plan's answer.
 """
 
@@ -103,9 +105,12 @@ def autoscale_profile(
     day_peak_rps: float,
     requested: int | None = None,
     step_time_factor: float = 1.0,
+    searched: dict[int, ScaledRun] | None = None,
 ) -> AutoscaleAnswer:
     """One profile's answer (runs in a worker process: everything here is picklable), with every step
-    `step_time_factor` times as long as the profile's (the plan's pessimistic end)."""
+    `step_time_factor` times as long as the profile's (the plan's pessimistic end). `searched`: scaled runs from
+    N warm replicas at that end with the same rule and cold start (`ProfileAnswer.pessimistic_runs`), taken
+    instead of a replay where the ceiling never came into play."""
     from slabench.shapes.schedules import OFFICE_DAY, Diurnal
 
     t0 = time.perf_counter()
@@ -115,19 +120,16 @@ def autoscale_profile(
     startup = cold.seconds(tier, config.weight_bytes)
     answer = AutoscaleAnswer(config.gpu.name, tier, cold.describe(tier, config.weight_bytes))
     runs: dict[int, ScaledRun] = {}
+    ceiling = max(rule.max_replicas, static)
 
     def probe(n: int) -> bool:
-        runs[n] = scaled_replay(
-            config,
-            load,
-            rule,
-            startup,
-            n,
-            job.balancer,
-            checks,
-            job.drain_timeout,
-            max_replicas=max(rule.max_replicas, static),
-        )
+        known = (searched or {}).get(n)
+        if known is not None and known.same_with_ceiling(ceiling):
+            runs[n] = known
+        else:
+            runs[n] = scaled_replay(
+                config, load, rule, startup, n, job.balancer, checks, job.drain_timeout, max_replicas=ceiling
+            )
         return meets(runs[n], checks)
 
     if load.open_loop:

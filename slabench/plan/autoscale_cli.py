@@ -21,6 +21,7 @@ from slabench.plan.coldstart import KEYS, TIERS, ColdStart, cold_start
 
 if TYPE_CHECKING:
     from slabench.plan.autoscale import AutoscaleAnswer
+    from slabench.plan.scaling import Scaling
     from slabench.plan.search import ProfileAnswer, ProfileJob
 
 
@@ -93,6 +94,18 @@ def setup(args: argparse.Namespace, serving: dict[str, Any], profiles: list[str]
     return AutoscaleSetup(rule, cold_start(args.cold_start), args.cache_tier, args.diurnal_peak_rps, warm)
 
 
+def search_scaling(s: AutoscaleSetup | None, balancer: str) -> Scaling | None:
+    """What the plan's search needs to run its pessimistic end's fleets as the autoscaled replays `submit` would
+    otherwise repeat (`ProfileJob.scaling`). Round robin only: there a scaled fleet that never scales routes as the
+    fixed one (request i to replica i mod N), so the plan's figures stay the same; least outstanding breaks ties
+    differently on the two."""
+    from slabench.plan.scaling import Scaling
+
+    if s is None or balancer != "round-robin":
+        return None
+    return Scaling(s.rule, s.cold, s.tier)
+
+
 def submit(
     pool: Executor, s: AutoscaleSetup, job: ProfileJob, answer: ProfileAnswer, usd_per_replica_hour: float
 ) -> Future[AutoscaleAnswer] | None:
@@ -108,6 +121,7 @@ def submit(
         autoscale_profile, job, s.rule,
         s.cold, s.tier, answer.pessimistic, p.ok, p.drain_s, usd_per_replica_hour,
         answer.floor.get("ttft_p95") or 0.0, s.peak_rps, s.warm.get(answer.gpu.name), answer.factor,
+        answer.pessimistic_runs,
     )  # fmt: skip
 
 

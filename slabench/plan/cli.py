@@ -166,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
 
     from slabench.core.config import validate_data
     from slabench.plan.autoscale import AutoscaleView
+    from slabench.plan.autoscale_cli import search_scaling
     from slabench.plan.autoscale_cli import setup as autoscale_setup
     from slabench.plan.autoscale_cli import submit as submit_autoscale
     from slabench.plan.autoscale_cli import write as write_autoscale
@@ -215,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
     order = sorted(range(len(refs)), key=lambda i: -_expected_work(refs[i], args.model, load, checks, serving))
     jobs = [
         ProfileJob(refs[i], args.model, load, checks, args.balancer, args.drain_timeout, args.max_replicas, serving,
-                   args.step_time_factor)
+                   args.step_time_factor, search_scaling(scaling, args.balancer))
         for i in order
     ]  # fmt: skip
     with ProcessPoolExecutor(min(args.jobs, len(refs))) as pool:  # the biggest fleets first: they take longest

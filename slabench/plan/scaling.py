@@ -8,9 +8,11 @@ t + `startup_s` (the cold start of `slabench.plan.coldstart`); until then it tak
 A replica removed while starting is cancelled; a ready one stops taking requests, finishes what it holds and goes.
 Each replica is paid from the moment it is asked for (its node is launched for it) until it is gone.
 
-The load balancer spreads arrivals over the ready replicas still taking requests, as `replay` does (round robin, or
-least outstanding requests). Per-request figures, the early stop on checks that have failed for sure, and the
-summary are `replay`'s own.
+The load balancer spreads arrivals over the ready replicas still taking requests, as `replay` does (round robin:
+request i to the i mod n-th of the n serving; or least outstanding requests). Per-request figures, the early stop on
+checks that have failed for sure, and the summary are `replay`'s own: from N warm replicas with N as the ceiling
+(nothing can scale), a round-robin run's prediction is `replay`'s on N replicas, and its `rule_wanted` says whether
+a higher ceiling would have changed anything (`ScaledRun.same_with_ceiling`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 
 from slabench.plan.chart_rule import ScalingRule
 from slabench.plan.checks import Check
+from slabench.plan.coldstart import ColdStart
 from slabench.plan.replay import BALANCERS, FleetReplay, Prediction, type7
 from slabench.plan.workload import PlannedLoad
 from slabench.sim.profiles import EngineConfig
@@ -68,6 +71,12 @@ class ScaledRun:
     flaps: int  # changes of direction soon after the last (`flaps`): an oscillating rule
     queue_drained_s: float  # from the first arrival until no request waits any more (inf: a queue to the end)
     attainment: dict[str, float]  # per TTFT/E2E percentile check: the share of requests within its target
+    rule_wanted: int = 0  # the most replicas the rule recommended at any poll, before the floor and the ceiling
+
+    def same_with_ceiling(self, ceiling: int) -> bool:
+        """Whether this run is also the one with `ceiling` (≥ the warm replicas) as the most replicas: the rule
+        never asked for more than the warm ones, so neither ceiling ever came into play."""
+        return ceiling >= self.warm and self.rule_wanted <= self.warm
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +100,19 @@ class ScaledRun:
         target."""
         tl = self.timeline
         return max(((r + w) / n for r, w, n in zip(tl.running, tl.waiting, tl.ready, strict=True) if n), default=0.0)
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """What a scaled replay needs besides the fleet and the load: the chart's rule and the cold start of a new
+    replica (its weights from `tier`)."""
+
+    rule: ScalingRule
+    cold: ColdStart
+    tier: str
+
+    def startup_s(self, config: EngineConfig) -> float:
+        return self.cold.seconds(self.tier, config.weight_bytes)
 
 
 class _Replica:
@@ -134,7 +156,8 @@ class _ScaledFleet(FleetReplay):
         self.starting: list[tuple[float, int]] = []  # (ready at, replica)
         self.serving: list[int] = list(range(warm))  # ready and taking requests
         self.outstanding: list[int] = [0] * warm
-        self.rr = 0
+        self.sent_to: list[int] = [0] * warm
+        self.rule_wanted = 0
         self.timeline = Timeline()
         self.poll_every = max(1, round(rule.poll_s / tick_s))
         self.tick = 0
@@ -148,12 +171,12 @@ class _ScaledFleet(FleetReplay):
         serving = self.serving
         if not serving:  # nothing ready (cannot happen from warm ≥ 1 with min ≥ 1)
             return -1
-        if self.balancer == "round-robin":
-            k = serving[self.rr % len(serving)]
-            self.rr += 1
+        if self.balancer == "round-robin":  # by the request's index, as `replay`: the same rotation on a fixed fleet
+            k = serving[i % len(serving)]
         else:
             k = min(serving, key=lambda j: self.outstanding[j])
         self.outstanding[k] += 1
+        self.sent_to[k] += 1
         return k
 
     def finished(self, k: int, count: int, t: float) -> None:
@@ -189,6 +212,7 @@ class _ScaledFleet(FleetReplay):
         if self.tick % self.poll_every == 0:
             before = len(self.alive)
             after = self.hpa.decide(t - t0, running, waiting, len(ready_reps))
+            self.rule_wanted = max(self.rule_wanted, self.hpa.recommended)
             if after != before:
                 direction = 1 if after > before else -1
                 self.ups += direction > 0
@@ -206,6 +230,7 @@ class _ScaledFleet(FleetReplay):
             k = self.add_replica()
             fleet.append(_Replica(t, t + self.startup_s))
             self.outstanding.append(0)
+            self.sent_to.append(0)
             alive.append(k)
             heapq.heappush(self.starting, (t + self.startup_s, k))
         while len(alive) > target:
@@ -240,7 +265,7 @@ def scaled_replay(
         raise ValueError("warm: at least one replica (with none, the chart's rule has no series to wake on)")
     f = _ScaledFleet(config, load, rule, startup_s, warm, balancer, checks, drain_timeout, tick_s, max_replicas)
     f.run()
-    prediction = f.summary(f.peak, [0] * f.peak)
+    prediction = f.summary(f.peak, f.sent_to)
     t0, sent, timeline = f.origin, f.sent, f.timeline
     paid = sum(((r.ended if r.ended is not None else f.now) - r.asked) for r in f.fleet)
     arr, failed = f.arr[:sent], f.error[:sent]
@@ -260,6 +285,7 @@ def scaled_replay(
         flaps=flaps(f.changes, rule.down_window_s + startup_s),
         queue_drained_s=drained if f.stopped is None else math.inf,
         attainment=attainment,
+        rule_wanted=f.rule_wanted,
     )
 
 

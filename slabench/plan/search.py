@@ -33,6 +33,7 @@ from slabench.core.errors import UserError
 from slabench.plan.checks import Check, Judged, binding, judge
 from slabench.plan.level import in_flight_per_replica
 from slabench.plan.replay import Prediction, replay
+from slabench.plan.scaling import ScaledRun, Scaling, scaled_replay
 from slabench.plan.workload import PlannedLoad
 from slabench.sim.profiles import EngineConfig, GpuProfile, ModelProfile, load_profile
 
@@ -45,6 +46,7 @@ class Probe:
     replicas: int
     prediction: Prediction
     judged: list[Judged]
+    scaled: ScaledRun | None = None  # the same fleet as an autoscaled one that cannot scale (`ProfileJob.probe`)
 
     @property
     def meets(self) -> bool:
@@ -82,6 +84,7 @@ class ProfileAnswer:
     planned: Probe | None = None  # the pessimistic-end fleet at that count (what the plan is judged and priced on)
     at_planned: dict[str, Prediction] = field(default_factory=dict)  # optimistic | model | pessimistic, at that count
     pessimistic_problem: str | None = None  # why no fleet meets the checks at the pessimistic end
+    pessimistic_runs: dict[int, ScaledRun] = field(default_factory=dict)  # its search's fleets, scaled (--autoscale)
 
     @property
     def binding(self) -> Judged | None:
@@ -136,12 +139,11 @@ def fewest_replicas(
     miss / to meet (the interval's ends search from the model's answer: slower steps cannot need fewer replicas,
     faster ones cannot need more), so the answer lies above the one and at most the other."""
     probes: dict[int, Probe] = {}
-    checks, max_replicas = job.checks, job.max_replicas
+    max_replicas = job.max_replicas
 
     def meets(r: int) -> bool:
         if r not in probes:
-            p = replay(config, job.load, r, job.balancer, checks, job.drain_timeout)
-            probes[r] = Probe(r, p, judge(checks, p.figures))
+            probes[r] = job.probe(config, r)
         return probes[r].meets
 
     lo, hi = known_miss, None  # lo misses (0: nothing below 1), hi meets
@@ -240,6 +242,11 @@ class ProfileJob:
     max_replicas: int
     serving: dict[str, Any] | None = None
     step_time_factor: float | None = None  # the 90 % step-time interval instead of the profile's stated one
+    # --autoscale: its rule and cold start. The pessimistic end's search then replays each fleet as an autoscaled
+    # one from its replicas with them as the ceiling: the same figures (round robin rotates alike on both), and
+    # `autoscale_profile` takes those the rule never asked to scale instead of replaying them again.
+    scaling: Scaling | None = None
+    scaled_probes: bool = False  # this search's probes as such scaled replays (set for the pessimistic end)
 
     def config(self) -> EngineConfig:
         return load_profile(self.gpu_ref, self.model_ref, engine={**(self.serving or {}), **PLAN_ENGINE})
@@ -251,6 +258,17 @@ class ProfileJob:
             e: replace(config, gpu=config.gpu.slowed(s))
             for e, s in (("optimistic", 1 / factor), ("pessimistic", factor))
         }
+
+    def probe(self, config: EngineConfig, replicas: int) -> Probe:
+        """One fleet of a search, judged (it stops early on a check that has failed for sure)."""
+        if self.scaled_probes and self.scaling is not None:
+            run = scaled_replay(
+                config, self.load, self.scaling.rule, self.scaling.startup_s(config), replicas, self.balancer,
+                self.checks, self.drain_timeout, max_replicas=replicas,
+            )  # fmt: skip
+            return Probe(replicas, run.prediction, judge(self.checks, run.prediction.figures), run)
+        p = replay(config, self.load, replicas, self.balancer, self.checks, self.drain_timeout)
+        return Probe(replicas, p, judge(self.checks, p.figures))
 
     def replay(self, config: EngineConfig, replicas: int) -> Prediction:
         """The figures of this fleet to the end (no early stop)."""
@@ -265,6 +283,7 @@ class EndAnswer:
     probe: Probe | None = None
     problem: str | None = None
     seconds: float = 0.0
+    scaled: dict[int, ScaledRun] = field(default_factory=dict)  # the search's fleets as scaled runs (`scaled_probes`)
 
 
 def plan_profile(
@@ -404,7 +423,9 @@ def search_end(job: ProfileJob, answer: ProfileAnswer, end: str) -> EndAnswer:
     if end == "pessimistic":
         out.problem = _hopeless(job.checks, floor_figures(config, job.load))
         if out.problem is None:
-            b, probes = fewest_replicas(job, config, n, start=max(n, start), known_miss=n - 1)
+            searcher = replace(job, scaled_probes=job.scaling is not None)  # what --autoscale replays: this end
+            b, probes = fewest_replicas(searcher, config, n, start=max(n, start), known_miss=n - 1)
+            out.scaled = {r: p.scaled for r, p in probes.items() if p.scaled is not None}
             if b is None:
                 out.problem = f"no fleet of up to {job.max_replicas} replicas (raise --max-replicas)"
             else:
@@ -432,6 +453,7 @@ def finish_interval(answer: ProfileAnswer, ends: dict[str, EndAnswer], at: dict[
     optimistic, the model's and the pessimistic step time."""
     slow, fast = ends["pessimistic"], ends["optimistic"]
     answer.pessimistic_problem = slow.problem
+    answer.pessimistic_runs = slow.scaled
     answer.optimistic = fast.replicas
     answer.seconds += slow.seconds + fast.seconds
     if slow.probe is None:

@@ -290,3 +290,113 @@ def test_warm_n_replays_from_the_replicas_asked_for(tmp_path, toy_model):
 def test_bad_warm_flags_are_one_line_and_exit_3(tmp_path, argv, says):
     code, err = cli(["plan", "--profiles", "l4", "--out", str(tmp_path / "p"), *argv])
     assert code == 3 and says in err and "Traceback" not in err
+
+
+def one_rejected_group() -> PlannedLoad:
+    """Five requests at once, the second's prompt (4,000 + 100 max tokens) beyond the toy model's 4,096: vLLM's
+    HTTP 400, answered before any balancer."""
+    rows = np.array([0, 1, 0, 0, 0])
+    return PlannedLoad("test", "one rejected", mix([10, 4000], [10, 10]), offsets=np.zeros(5), rows=rows)
+
+
+def test_a_scaled_fleet_the_rule_never_grows_is_the_fixed_replay(tmp_path, toy_model):
+    """Two one-at-a-time replicas, round robin by the request's index as an ALB rotates: requests 0, 2, 4 to the
+    first (TTFT 0.1, 1.1, 2.1 s), 3 to the second (0.1 s), 1 rejected. Scaled from those two with two as the ceiling
+    the prediction is the fixed replay's to the last figure, and the rule (48 per replica) never wanted more than
+    two: a higher ceiling would have changed nothing."""
+    config = load_profile(toy_gpu(tmp_path, 1), toy_model, engine=PLAN_ENGINE)
+    fixed = replay(config, one_rejected_group(), 2)
+    assert fixed.per_replica_requests == [3, 1] and fixed.errors == 1
+    assert fixed.figures["ttft_p50"] == pytest.approx(0.6, abs=1e-6)  # type 7 over 0.1, 0.1, 1.1, 2.1
+    run = scaled_replay(config, one_rejected_group(), RULE, startup_s=60.0, warm=2, max_replicas=2)
+    assert run.prediction == fixed
+    assert run.rule_wanted <= 2 and run.same_with_ceiling(4)
+    wider = scaled_replay(config, one_rejected_group(), RULE, startup_s=60.0, warm=2, max_replicas=4)
+    assert wider == run
+
+
+def count_replays(monkeypatch) -> list[int]:
+    from slabench.plan.replay import FleetReplay
+
+    calls: list[int] = []
+    run = FleetReplay.run
+
+    def counted(self):
+        calls.append(len(self.engines))
+        run(self)
+
+    monkeypatch.setattr(FleetReplay, "run", counted)
+    return calls
+
+
+def test_autoscale_takes_the_search_runs_the_rule_never_scaled(tmp_path, toy_model, monkeypatch):
+    """The search's runs from 3 and 4 replicas (each its own ceiling) where the rule never asked for more: the
+    autoscaled answer takes them as they are (no replay) and is the one it replays without them."""
+    from slabench.plan.autoscale import autoscale_profile
+    from slabench.plan.checks import latency_checks
+    from slabench.plan.search import ProfileJob
+    from slabench.sla.contract import load_contract
+    from tests.unit.test_plan import contract
+
+    checks = latency_checks(load_contract(contract(tmp_path, "  ttft_p95_s: {max: 0.5}")))
+    job = ProfileJob(toy_gpu(tmp_path, 1), toy_model, groups_of_four(), checks, "round-robin", 300.0, 50, {})
+    config = job.config()
+    startup = ColdStart().seconds("s3", config.weight_bytes)
+    searched = {n: scaled_replay(config, job.load, RULE, startup, n, checks=checks, max_replicas=n) for n in (3, 4)}
+    assert all(r.rule_wanted <= n for n, r in searched.items())
+    args = (job, RULE, ColdStart(), "s3", 4, 40, 91.0, 1.0, 0.1, 1.0)
+    replays = count_replays(monkeypatch)
+    fresh = autoscale_profile(*args)
+    assert replays == [3, 4]
+    taken = autoscale_profile(*args, searched=searched)
+    assert replays == [3, 4]  # none more
+    assert taken.run is searched[4] and taken.below is searched[3]
+    assert {**taken.to_dict(), "seconds": 0} == {**fresh.to_dict(), "seconds": 0}
+
+
+def test_autoscale_replays_a_search_run_the_rule_would_have_scaled(tmp_path, toy_model, monkeypatch):
+    """Four requests a second on one-at-a-time replicas, a rule of 1 per replica: from 1 or 2 replicas with that
+    as the ceiling the rule asked for more at its polls, so those runs are not the autoscaled fleet's (its ceiling is
+    the chart's 3) and each is replayed: there the rule adds replicas."""
+    from slabench.plan.autoscale import autoscale_profile
+    from slabench.plan.checks import latency_checks
+    from slabench.plan.search import ProfileJob
+    from slabench.sla.contract import load_contract
+    from tests.unit.test_plan import contract
+
+    checks = latency_checks(load_contract(contract(tmp_path, "  ttft_p95_s: {max: 100}")))
+    rule = replace(RULE, target=1.0, up_period_s=15.0, max_replicas=3)
+    job = ProfileJob(toy_gpu(tmp_path, 1), toy_model, every(0.25, 60.0), checks, "round-robin", 600.0, 50, {})
+    config = job.config()
+    startup = ColdStart().seconds("nvme", config.weight_bytes)
+    searched = {n: scaled_replay(config, job.load, rule, startup, n, checks=checks, max_replicas=n) for n in (1, 2)}
+    assert all(r.rule_wanted > n and not r.same_with_ceiling(3) for n, r in searched.items())
+    replays = count_replays(monkeypatch)
+    a = autoscale_profile(job, rule, ColdStart(), "nvme", 2, 240, 60.0, 1.0, 0.1, 1.0, searched=searched)
+    assert a.probes == {1: False, 2: True} and replays == [1, 2]  # each replayed, from its warm replicas
+    assert a.run is not searched[2] and a.below is not searched[1]
+    assert a.run is not None and a.run.scale_ups > 0 and a.run.peak_replicas == 3
+
+
+def test_with_autoscale_the_pessimistic_search_keeps_its_fleets_as_scaled_runs(tmp_path, toy_model):
+    """Groups of four, each step 1.5 times as long at the pessimistic end: still 4 replicas. With --autoscale's
+    setup the end's search replays its fleets as scaled ones that cannot scale: the same answer and figures, and
+    the run of each kept for the autoscaled part."""
+    from slabench.plan.checks import latency_checks
+    from slabench.plan.scaling import Scaling
+    from slabench.plan.search import ProfileJob, finish_interval, plan_model, search_end
+    from slabench.sla.contract import load_contract
+    from tests.unit.test_plan import contract
+
+    checks = latency_checks(load_contract(contract(tmp_path, "  ttft_p95_s: {max: 0.5}")))
+    job = ProfileJob(toy_gpu(tmp_path, 1), toy_model, groups_of_four(), checks, "round-robin", 300.0, 50, {}, 1.5)
+    answer = plan_model(job)
+    plain = search_end(job, answer, "pessimistic")
+    scaled = search_end(replace(job, scaling=Scaling(RULE, ColdStart(), "s3")), answer, "pessimistic")
+    assert plain.replicas == scaled.replicas == 4 and not plain.scaled
+    assert plain.probe is not None and scaled.probe is not None
+    assert scaled.probe.prediction == plain.probe.prediction and scaled.probe.judged == plain.probe.judged
+    assert scaled.scaled[4].prediction == plain.probe.prediction and scaled.scaled[4].same_with_ceiling(4)
+    finish_interval(answer, {"pessimistic": scaled, "optimistic": search_end(job, answer, "optimistic")},
+                    {"optimistic": plain.probe.prediction})  # fmt: skip
+    assert answer.pessimistic_runs == scaled.scaled
