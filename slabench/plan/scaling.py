@@ -28,7 +28,7 @@ import numpy as np
 from slabench.plan.chart_rule import ScalingRule
 from slabench.plan.checks import Check
 from slabench.plan.coldstart import ColdStart
-from slabench.plan.replay import BALANCERS, FleetReplay, Prediction, type7
+from slabench.plan.replay import BALANCERS, FleetReplay, Prediction, _FixedFleet, type7
 from slabench.plan.workload import PlannedLoad
 from slabench.sim.profiles import EngineConfig
 
@@ -242,6 +242,46 @@ class _ScaledFleet(FleetReplay):
         self.serving = [k for k in self.serving if fleet[k].accepting]
 
 
+class _StillFleet(_FixedFleet):
+    """A scaled fleet that cannot scale (its ceiling is its warm floor) with round robin: `replay`'s fixed fleet,
+    each replica on its own (`_FixedFleet._run_by_replica`), sampled at the same ticks, and the rule's polls judged
+    on those samples afterwards (they can change nothing; `rule_wanted` keeps what they asked for)."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        load: PlannedLoad,
+        rule: ScalingRule,
+        warm: int,
+        checks: list[Check] | tuple[Check, ...],
+        drain_timeout: float,
+        tick_s: float,
+    ) -> None:
+        super().__init__(config, load, warm, "round-robin", checks, drain_timeout)
+        self.rule, self.tick_s = rule, tick_s
+        t0 = self.origin = self.arrival[0] if self.n_max else 0.0
+        self.fleet = [_Replica(t0, t0) for _ in range(warm)]
+        self.timeline = Timeline()
+        self.peak, self.ups, self.downs, self.rule_wanted = warm, 0, 0, 0
+        self.changes: list[tuple[float, int]] = []
+
+    def run(self) -> None:
+        self._run_by_replica(tick_s=self.tick_s)
+        warm, tl = self.replicas, self.timeline
+        hpa = self.rule.autoscaler(warm, warm, warm)
+        poll_every = max(1, round(self.rule.poll_s / self.tick_s))
+        for j, (running, waiting) in enumerate(zip(*self.ticks, strict=True)):
+            t = j * self.tick_s
+            tl.t.append(t)
+            tl.ready.append(warm)
+            tl.running.append(running)
+            tl.waiting.append(waiting)
+            if j % poll_every == 0:
+                hpa.decide(t, running, waiting, warm)
+                self.rule_wanted = max(self.rule_wanted, hpa.recommended)
+            tl.replicas.append(warm)
+
+
 def scaled_replay(
     config: EngineConfig,
     load: PlannedLoad,
@@ -263,8 +303,18 @@ def scaled_replay(
         raise ValueError("scaled_replay takes an open-loop load (arrival offsets)")
     if warm < 1:
         raise ValueError("warm: at least one replica (with none, the chart's rule has no series to wake on)")
-    f = _ScaledFleet(config, load, rule, startup_s, warm, balancer, checks, drain_timeout, tick_s, max_replicas)
+    f: _ScaledFleet | _StillFleet
+    if max(max_replicas or rule.max_replicas, warm) == warm and balancer == "round-robin":
+        f = _StillFleet(config, load, rule, warm, checks, drain_timeout, tick_s)  # the same run, a quarter faster
+    else:
+        f = _ScaledFleet(config, load, rule, startup_s, warm, balancer, checks, drain_timeout, tick_s, max_replicas)
+    return _scaled_run(f, warm, startup_s)
+
+
+def _scaled_run(f: _ScaledFleet | _StillFleet, warm: int, startup_s: float) -> ScaledRun:
+    """Run `f` and sum it up."""
     f.run()
+    rule, tick_s = f.rule, f.tick_s
     prediction = f.summary(f.peak, f.sent_to)
     t0, sent, timeline = f.origin, f.sent, f.timeline
     paid = sum(((r.ended if r.ended is not None else f.now) - r.asked) for r in f.fleet)

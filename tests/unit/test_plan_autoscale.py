@@ -316,16 +316,19 @@ def test_a_scaled_fleet_the_rule_never_grows_is_the_fixed_replay(tmp_path, toy_m
 
 
 def count_replays(monkeypatch) -> list[int]:
-    from slabench.plan.replay import FleetReplay
+    from slabench.plan.replay import FleetReplay, _FixedFleet
 
-    calls: list[int] = []
-    run = FleetReplay.run
+    calls: list[int] = []  # the replicas each replay started with, whichever of the two loops ran it
 
-    def counted(self):
-        calls.append(len(self.engines))
-        run(self)
+    def counting(run):
+        def counted(self, *args, **kwargs):
+            calls.append(len(self.engines))
+            return run(self, *args, **kwargs)
 
-    monkeypatch.setattr(FleetReplay, "run", counted)
+        return counted
+
+    monkeypatch.setattr(FleetReplay, "run", counting(FleetReplay.run))
+    monkeypatch.setattr(_FixedFleet, "_run_by_replica", counting(_FixedFleet._run_by_replica))
     return calls
 
 
@@ -351,7 +354,11 @@ def test_autoscale_takes_the_search_runs_the_rule_never_scaled(tmp_path, toy_mod
     taken = autoscale_profile(*args, searched=searched)
     assert replays == [3, 4]  # none more
     assert taken.run is searched[4] and taken.below is searched[3]
-    assert {**taken.to_dict(), "seconds": 0} == {**fresh.to_dict(), "seconds": 0}
+    # the same answer; from 3 warm the run stopped early (failed for sure), and where a run stops depends on the
+    # loop that ran it (fleet-wide: at the step; replica by replica: after that 10 s window)
+    assert {**taken.to_dict(), "seconds": 0, "from_one_fewer": None} == {**fresh.to_dict(), "seconds": 0,
+                                                                         "from_one_fewer": None}  # fmt: skip
+    assert not taken.below.prediction.complete and not fresh.below.prediction.complete
 
 
 def test_autoscale_replays_a_search_run_the_rule_would_have_scaled(tmp_path, toy_model, monkeypatch):
@@ -400,3 +407,34 @@ def test_with_autoscale_the_pessimistic_search_keeps_its_fleets_as_scaled_runs(t
     finish_interval(answer, {"pessimistic": scaled, "optimistic": search_end(job, answer, "optimistic")},
                     {"optimistic": plain.probe.prediction})  # fmt: skip
     assert answer.pessimistic_runs == scaled.scaled
+
+
+def test_a_fleet_that_cannot_scale_is_replayed_replica_by_replica_with_the_same_timeline(tmp_path, toy_model):
+    """From N warm with N as the ceiling, round robin: `scaled_replay` runs each replica on its own and samples
+    them at the ticks afterwards. Everything — prediction, timeline (sampled before what is due at the tick: here
+    ticks, arrivals and steps all fall on one 125 ms grid), the rule's wish for more — is the fleet-wide loop's."""
+    from slabench.plan.scaling import _scaled_run, _ScaledFleet, _StillFleet
+
+    gpu = tmp_path / "exact.yaml"
+    gpu.write_text(
+        "kind: gpu\nname: exact\nsource: a test\nmemory_mib: 1024\nmemory_bandwidth_gb_s: 1000\n"
+        "dense_bf16_tflops: 100\nreserved_mib: 0\nstep_time: {overhead_ms: 125}\nengine: {max_num_seqs: 3}\n"
+    )
+    rng = np.random.default_rng(3)
+    n = 300
+    offsets = np.sort(rng.integers(8, 400, n)) * 0.125
+    prompt = rng.integers(5, 60, n).tolist()
+    prompt[40] = 4090  # rejected
+    load = PlannedLoad("test", "random", mix(prompt, rng.integers(1, 40, n).tolist()), offsets=offsets,
+                       rows=np.arange(n))  # fmt: skip
+    config = load_profile(str(gpu), toy_model, engine=PLAN_ENGINE)
+    rule = replace(RULE, target=2.0)
+    wanted_more = 0
+    for warm in (2, 4, 8):
+        still = _scaled_run(_StillFleet(config, load, rule, warm, (), 300.0, 5.0), warm, 60.0)
+        fleet_wide = _scaled_run(_ScaledFleet(config, load, rule, 60.0, warm, "round-robin", (), 300.0, 5.0, warm),
+                                 warm, 60.0)  # fmt: skip
+        assert still == fleet_wide, warm
+        assert scaled_replay(config, load, rule, 60.0, warm, max_replicas=warm) == still
+        wanted_more += still.rule_wanted > warm
+    assert wanted_more >= 1  # the rule asked for more where it could not add any
