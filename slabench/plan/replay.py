@@ -26,6 +26,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -54,30 +55,31 @@ class TokenGaps:
     def add_series(self, first: float, step: float, length: int, count: int) -> None:
         self.series.append((first, step, length, count))
 
-    def values(self) -> tuple[np.ndarray, np.ndarray]:
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(points as rows of gap, count; series as rows of first, step, length, count)."""
+        pts = np.fromiter(chain.from_iterable(self.points), float, 2 * len(self.points)).reshape(-1, 2)
+        return pts, np.fromiter(chain.from_iterable(self.series), float, 4 * len(self.series)).reshape(-1, 4)
+
+    def values(self, arrays: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(gaps, tokens per gap), series expanded."""
-        pv = np.array([p[0] for p in self.points], dtype=float)
-        pw = np.array([p[1] for p in self.points], dtype=np.int64)
-        if not self.series:
-            return pv, pw
-        sr = np.array(self.series, dtype=float)
+        pts, sr = arrays or self._arrays()
         lengths = sr[:, 2].astype(np.int64)
         idx = np.repeat(np.arange(len(sr)), lengths)
         offset = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         sv = sr[idx, 0] + sr[idx, 1] * offset
-        sw = sr[idx, 3].astype(np.int64)
-        return np.concatenate([pv, sv]), np.concatenate([pw, sw])
+        return np.concatenate([pts[:, 0], sv]), np.concatenate([pts[:, 1], sr[idx, 3]]).astype(np.int64)
 
     def figures(self) -> dict[str, float | None]:
         """itl_p50/p90/p95/p99 (type 7 over tokens, each value within 0.01 %) and itl_mean."""
         keys = ("itl_p50", "itl_p90", "itl_p95", "itl_p99", "itl_mean")
-        v, w = self.values()
+        arrays = self._arrays()
+        v, w = self.values(arrays)
         if not len(v):
             return dict.fromkeys(keys)
         v = np.maximum(v, 1e-9)
         lo = float(v.min())
         width = math.log1p(1e-4)
-        b = np.floor(np.log(v / lo) / width).astype(np.int64)
+        b = ((np.log(v) - math.log(lo)) / width).astype(np.int64)  # ≥ 0: truncation is the floor
         counts = np.bincount(b, weights=w)
         cum = np.cumsum(counts)
         n = int(cum[-1] + 0.5)
@@ -92,9 +94,17 @@ class TokenGaps:
             r = math.floor(h)
             a = at(r)
             out[key] = a + (h - r) * (at(min(r + 1, n - 1)) - a)
-        order = np.lexsort((w, v))  # the same sum whatever order the replicas reported their gaps in
-        out["itl_mean"] = float((v[order] * w[order]).sum() / w.sum())
+        out["itl_mean"] = self.mean(arrays)
         return out
+
+    def mean(self, arrays: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+        """The mean gap per token, each series summed in closed form; correctly rounded (`math.fsum`), so the same
+        whatever order the replicas reported their gaps in."""
+        pts, sr = arrays or self._arrays()
+        first, step, length, count = sr.T
+        series = count * (length * first + step * length * (length - 1) / 2)
+        tokens = float(pts[:, 1].sum() + (length * count).sum())  # whole numbers: exact in any order
+        return math.fsum(pts[:, 0] * pts[:, 1]) / tokens + math.fsum(series) / tokens
 
 
 @dataclass

@@ -199,6 +199,16 @@ def test_token_gap_percentiles_match_numpy_on_the_expanded_values():
     for stat, q in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99)):
         assert fig[f"itl_{stat}"] == pytest.approx(np.percentile(values, q), rel=2e-4)
     assert fig["itl_mean"] == pytest.approx(np.mean(values))
+    # replicas report in any order (one after another, or interleaved): the same figures to the last bit
+    shuffled = TokenGaps()
+    rng = np.random.default_rng(1)
+    for g, c in rng.permutation(np.array([(0.5, 3), *((0.01 * k, k) for k in range(1, 300))])):
+        shuffled.add(float(g), int(c))
+    in_order = TokenGaps()
+    for k in range(1, 300):
+        in_order.add(0.01 * k, k)
+    in_order.add(0.5, 3)
+    assert shuffled.figures() == in_order.figures()
 
 
 def test_queue_file_with_its_own_lengths(tmp_path):
