@@ -509,21 +509,28 @@ class _FixedFleet(FleetReplay):
             tick[k] = j
             return tick0 + j * tick_s  # type: ignore[operator]
 
+        def steps(k: int, limit: float, at_limit: bool, nt: float) -> float:
+            """Replica k's steps due before `limit` (and at it, `at_limit`), sampling the ticks they pass; its next
+            tick."""
+            nonlocal latest
+            eng = self.engines[k]
+            t = eng.next_event_time()
+            while t is not None and (t < limit or (at_limit and t == limit)):
+                if t >= nt:
+                    nt = sample(k, t)
+                eng.step(t)
+                latest = max(latest, t)
+                t = eng.next_event_time()
+            return nt
+
         while True:
             idle = True
             for k, eng in enumerate(self.engines):
-                step, due = eng.step, eng.next_event_time
                 nt = no_tick if tick_s is None else tick0 + tick[k] * tick_s
                 i = nxt[k]
                 while i < n and arrival[i] <= end:
                     a = arrival[i]
-                    t = due()
-                    while t is not None and t < a:
-                        if t >= nt:
-                            nt = sample(k, t)
-                        step(t)
-                        latest = max(latest, t)
-                        t = due()
+                    nt = steps(k, a, False, nt)  # an arrival comes before a step due at the same time
                     if a >= nt:
                         nt = sample(k, a)
                     if not error[i]:
@@ -534,16 +541,9 @@ class _FixedFleet(FleetReplay):
                     last_event = max(last_event, a)
                     i += replicas
                 nxt[k] = i
-                t = due()
-                while t is not None and t <= end:
-                    if t >= nt:
-                        nt = sample(k, t)
-                    step(t)
-                    latest = max(latest, t)
-                    t = due()
-                if end >= nt:
+                if steps(k, end, True, nt) <= end:
                     sample(k, end)
-                idle = idle and t is None and i >= n
+                idle = idle and eng.next_event_time() is None and i >= n
                 for d in eng.pop_finished():
                     j = int(d.request_id)
                     last[j], gen[j] = d.last_token, d.generation_tokens

@@ -259,25 +259,36 @@ def test_a_profile_whose_pessimistic_end_meets_nothing_is_not_planned(tmp_path, 
             assert answer.replicas_text() == "2 (90 %: 2–2)" and answer.planned is answer.answer
 
 
+def exact_gpu(tmp_path: Path) -> str:
+    """A card whose every step takes exactly 125 ms (a measured step time): steps end on a binary-exact grid."""
+    path = tmp_path / "exact.yaml"
+    path.write_text(
+        "kind: gpu\nname: exact\nsource: a test\nmemory_mib: 1024\nmemory_bandwidth_gb_s: 1000\n"
+        "dense_bf16_tflops: 100\nreserved_mib: 0\nstep_time: {overhead_ms: 125}\nengine: {max_num_seqs: 3}\n"
+    )
+    return str(path)
+
+
+def on_the_grid(seed: int, n: int, ticks: int, rejected: tuple[int, ...]) -> PlannedLoad:
+    """n requests of random lengths arriving on `exact_gpu`'s 125 ms grid over `ticks` grid points (ties with its
+    steps); those at `rejected` are beyond max_model_len with max_tokens (HTTP 400)."""
+    rng = np.random.default_rng(seed)
+    offsets = np.sort(rng.integers(0, ticks, n)) * 0.125
+    prompt = rng.integers(5, 60, n).tolist()
+    for i in rejected:
+        prompt[i] = 4090
+    lengths = mix(prompt, rng.integers(1, 40, n).tolist())
+    return PlannedLoad("test", "on the grid", lengths, offsets=offsets, rows=np.arange(n))
+
+
 def test_round_robin_replays_each_replica_on_its_own_with_the_fleet_loops_figures(tmp_path, toy_model):
     """Round robin sends request i to replica i mod N whatever the others do, so a fixed fleet's replicas run one
     after another (`_run_by_replica`) instead of through the fleet-wide event queue: the same figures to the last
     bit, with rejected requests, batching, a drain horizon that cuts the tail, and arrivals due at the very instant a
     step ends (a measured step time of exactly 125 ms: the arrival joins that step's successor, as in the fleet-wide
     loop). A run stopped early is stopped by the same check, at most one window (10 s) later."""
-    gpu = tmp_path / "exact.yaml"
-    gpu.write_text(
-        "kind: gpu\nname: exact\nsource: a test\nmemory_mib: 1024\nmemory_bandwidth_gb_s: 1000\n"
-        "dense_bf16_tflops: 100\nreserved_mib: 0\nstep_time: {overhead_ms: 125}\nengine: {max_num_seqs: 3}\n"
-    )
-    rng = np.random.default_rng(7)
-    n = 400
-    offsets = np.sort(rng.integers(0, 320, n)) * 0.125  # on the steps' grid: ties
-    prompt = rng.integers(5, 60, n).tolist()
-    prompt[17] = prompt[230] = 4090  # beyond max_model_len with max_tokens: HTTP 400
-    load = PlannedLoad("test", "random", mix(prompt, rng.integers(1, 40, n).tolist()), offsets=offsets,
-                       rows=np.arange(n))  # fmt: skip
-    config = load_profile(str(gpu), toy_model, engine=PLAN_ENGINE)
+    load = on_the_grid(seed=7, n=400, ticks=320, rejected=(17, 230))
+    config = load_profile(exact_gpu(tmp_path), toy_model, engine=PLAN_ENGINE)
     strict = latency_checks(load_contract(contract(tmp_path, "  ttft_p95_s: {max: 0.5}\n  e2e_p95_s: {max: 9}")))
     runs = {"complete": 0, "stopped": 0}
     for replicas, checks, drain in (

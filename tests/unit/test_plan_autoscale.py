@@ -21,7 +21,7 @@ from slabench.plan.search import PLAN_ENGINE
 from slabench.plan.workload import PlannedLoad
 from slabench.sim.profiles import load_profile
 from tests.fuzz.registry import cli
-from tests.unit.test_plan import TOY_MODEL, groups_of_four, mix, toy_gpu
+from tests.unit.test_plan import TOY_MODEL, exact_gpu, groups_of_four, mix, on_the_grid, toy_gpu
 
 RULE = chart_rule([])
 HOUR_OF = {"hour_at": lambda t: 24.0 * t / DAY_S % 24.0}
@@ -415,19 +415,8 @@ def test_a_fleet_that_cannot_scale_is_replayed_replica_by_replica_with_the_same_
     ticks, arrivals and steps all fall on one 125 ms grid), the rule's wish for more — is the fleet-wide loop's."""
     from slabench.plan.scaling import _scaled_run, _ScaledFleet, _StillFleet
 
-    gpu = tmp_path / "exact.yaml"
-    gpu.write_text(
-        "kind: gpu\nname: exact\nsource: a test\nmemory_mib: 1024\nmemory_bandwidth_gb_s: 1000\n"
-        "dense_bf16_tflops: 100\nreserved_mib: 0\nstep_time: {overhead_ms: 125}\nengine: {max_num_seqs: 3}\n"
-    )
-    rng = np.random.default_rng(3)
-    n = 300
-    offsets = np.sort(rng.integers(8, 400, n)) * 0.125
-    prompt = rng.integers(5, 60, n).tolist()
-    prompt[40] = 4090  # rejected
-    load = PlannedLoad("test", "random", mix(prompt, rng.integers(1, 40, n).tolist()), offsets=offsets,
-                       rows=np.arange(n))  # fmt: skip
-    config = load_profile(str(gpu), toy_model, engine=PLAN_ENGINE)
+    load = on_the_grid(seed=3, n=300, ticks=400, rejected=(40,))
+    config = load_profile(exact_gpu(tmp_path), toy_model, engine=PLAN_ENGINE)
     rule = replace(RULE, target=2.0)
     wanted_more = 0
     for warm in (2, 4, 8):
