@@ -132,18 +132,20 @@ def fewest_replicas(
     start: int | None = None,
     known_miss: int = 0,
     known_meet: int | None = None,
+    scaled: bool = False,
 ) -> tuple[int | None, dict[int, Probe]]:
     """The fewest replicas of `config` that meet the job's checks (None: not within its `max_replicas`), and every
     probe taken. `start`:
     the first fleet to try (default the guess × 1.5). `known_miss` / `known_meet`: fleets known without a probe to
     miss / to meet (the interval's ends search from the model's answer: slower steps cannot need fewer replicas,
-    faster ones cannot need more), so the answer lies above the one and at most the other."""
+    faster ones cannot need more), so the answer lies above the one and at most the other. `scaled`: each probe as
+    `ProfileJob.probe` runs it so."""
     probes: dict[int, Probe] = {}
     max_replicas = job.max_replicas
 
     def meets(r: int) -> bool:
         if r not in probes:
-            probes[r] = job.probe(config, r)
+            probes[r] = job.probe(config, r, scaled)
         return probes[r].meets
 
     lo, hi = known_miss, None  # lo misses (0: nothing below 1), hi meets
@@ -246,7 +248,6 @@ class ProfileJob:
     # one from its replicas with them as the ceiling: the same figures (round robin rotates alike on both), and
     # `autoscale_profile` takes those the rule never asked to scale instead of replaying them again.
     scaling: Scaling | None = None
-    scaled_probes: bool = False  # this search's probes as such scaled replays (set for the pessimistic end)
 
     def config(self) -> EngineConfig:
         return load_profile(self.gpu_ref, self.model_ref, engine={**(self.serving or {}), **PLAN_ENGINE})
@@ -259,9 +260,10 @@ class ProfileJob:
             for e, s in (("optimistic", 1 / factor), ("pessimistic", factor))
         }
 
-    def probe(self, config: EngineConfig, replicas: int) -> Probe:
-        """One fleet of a search, judged (it stops early on a check that has failed for sure)."""
-        if self.scaled_probes and self.scaling is not None:
+    def probe(self, config: EngineConfig, replicas: int, scaled: bool = False) -> Probe:
+        """One fleet of a search, judged (it stops early on a check that has failed for sure); `scaled` (with
+        `scaling`): run as an autoscaled fleet that cannot grow, kept as `Probe.scaled`."""
+        if scaled and self.scaling is not None:
             run = scaled_replay(
                 config, self.load, self.scaling.rule, self.scaling.startup_s(config), replicas, self.balancer,
                 self.checks, self.drain_timeout, max_replicas=replicas,
@@ -283,7 +285,7 @@ class EndAnswer:
     probe: Probe | None = None
     problem: str | None = None
     seconds: float = 0.0
-    scaled: dict[int, ScaledRun] = field(default_factory=dict)  # the search's fleets as scaled runs (`scaled_probes`)
+    scaled: dict[int, ScaledRun] = field(default_factory=dict)  # the search's fleets as scaled runs (`Probe.scaled`)
 
 
 def plan_profile(
@@ -423,8 +425,8 @@ def search_end(job: ProfileJob, answer: ProfileAnswer, end: str) -> EndAnswer:
     if end == "pessimistic":
         out.problem = _hopeless(job.checks, floor_figures(config, job.load))
         if out.problem is None:
-            searcher = replace(job, scaled_probes=job.scaling is not None)  # what --autoscale replays: this end
-            b, probes = fewest_replicas(searcher, config, n, start=max(n, start), known_miss=n - 1)
+            # what --autoscale replays is this end: its fleets as scaled runs
+            b, probes = fewest_replicas(job, config, n, start=max(n, start), known_miss=n - 1, scaled=True)
             out.scaled = {r: p.scaled for r, p in probes.items() if p.scaled is not None}
             if b is None:
                 out.problem = f"no fleet of up to {job.max_replicas} replicas (raise --max-replicas)"
