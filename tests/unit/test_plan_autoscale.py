@@ -419,11 +419,12 @@ def test_a_fleet_that_cannot_scale_is_replayed_replica_by_replica_with_the_same_
     config = load_profile(exact_gpu(tmp_path), toy_model, engine=PLAN_ENGINE)
     rule = replace(RULE, target=2.0)
     wanted_more = 0
-    for warm in (2, 4, 8):
-        still = _scaled_run(_StillFleet(config, load, rule, warm, (), 300.0, 5.0), warm, 60.0)
-        fleet_wide = _scaled_run(_ScaledFleet(config, load, rule, 60.0, warm, "round-robin", (), 300.0, 5.0, warm),
+    for warm, drain in ((2, 300.0), (4, 300.0), (8, 300.0), (2, 3.0)):  # the last cut by its drain horizon
+        still = _scaled_run(_StillFleet(config, load, rule, warm, (), drain, 5.0), warm, 60.0)
+        fleet_wide = _scaled_run(_ScaledFleet(config, load, rule, 60.0, warm, "round-robin", (), drain, 5.0, warm),
                                  warm, 60.0)  # fmt: skip
-        assert still == fleet_wide, warm
-        assert scaled_replay(config, load, rule, 60.0, warm, max_replicas=warm) == still
+        assert still == fleet_wide, (warm, drain)
+        assert scaled_replay(config, load, rule, 60.0, warm, max_replicas=warm, drain_timeout=drain) == still
         wanted_more += still.rule_wanted > warm
+    assert still.prediction.incomplete > 0  # the cut run left requests unfinished
     assert wanted_more >= 1  # the rule asked for more where it could not add any
