@@ -312,3 +312,20 @@ def test_round_robin_replays_each_replica_on_its_own_with_the_fleet_loops_figure
             assert b.end <= a.end <= b.end + 10.0
         runs["complete" if b.complete else "stopped"] += 1
     assert runs == {"complete": 3, "stopped": 2}
+
+
+def test_a_sparse_load_is_replayed_replica_by_replica_with_the_fleet_loops_figures(tmp_path, toy_model):
+    """Requests hours apart (as the floor's, 10⁴ s apart): the replica-by-replica loop jumps over the empty 10 s
+    windows between them, and still gives the fleet-wide loop's figures to the last bit."""
+    grid = on_the_grid(seed=3, n=60, ticks=40, rejected=(5,))
+    offsets = grid.offsets + np.repeat(np.arange(3) * 7200.0, 20)  # three bursts two hours apart
+    load = PlannedLoad("test", "sparse", grid.mix, offsets=offsets, rows=grid.rows)
+    config = load_profile(exact_gpu(tmp_path), toy_model, engine=PLAN_ENGINE)
+    for replicas in (1, 2, 5):
+        by_replica = _FixedFleet(config, load, replicas, "round-robin", (), 300.0)
+        by_replica.run()
+        fleet_wide = _FixedFleet(config, load, replicas, "round-robin", (), 300.0)
+        FleetReplay.run(fleet_wide)
+        a = by_replica.summary(replicas, by_replica.sent_to)
+        assert a.complete and a.to_dict() == fleet_wide.summary(replicas, fleet_wide.sent_to).to_dict(), replicas
+        assert a.end > 14400 and a.ok == 59
