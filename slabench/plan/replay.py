@@ -524,7 +524,7 @@ class _FixedFleet(FleetReplay):
             return nt
 
         while True:
-            idle = True
+            due = math.inf  # the next step of any replica, or arrival
             for k, eng in enumerate(self.engines):
                 nt = no_tick if tick_s is None else tick0 + tick[k] * tick_s
                 i = nxt[k]
@@ -543,7 +543,9 @@ class _FixedFleet(FleetReplay):
                 nxt[k] = i
                 if steps(k, end, True, nt) <= end:
                     sample(k, end)
-                idle = idle and eng.next_event_time() is None and i >= n
+                t = eng.next_event_time()
+                if t is not None and t < due:
+                    due = t
                 for d in eng.pop_finished():
                     j = int(d.request_id)
                     last[j], gen[j] = d.last_token, d.generation_tokens
@@ -554,13 +556,14 @@ class _FixedFleet(FleetReplay):
             for checks, at in ((ttft_checks, first), (e2e_checks, last)):
                 for c, good in checks:
                     good |= at[:n] - arr[:n] <= c.target
+            if min(nxt) < n:
+                due = min(due, arrival[min(nxt)])
+            idle = due == math.inf
             self.stopped = self.failed_by(latest)
             if self.stopped or idle or end >= self.horizon:
                 break
             # the next window with something in it: a sparse load (the floor's requests 10⁴ s apart) would
             # otherwise pass ~10⁵ empty windows, each judging the checks again on the same steps
-            due = min((t for e in self.engines if (t := e.next_event_time()) is not None), default=math.inf)
-            due = min(due, arrival[min(nxt)] if min(nxt) < n else math.inf)
             windows = max(1, math.ceil((min(due, self.horizon) - end) / window_s))
             end = min(end + windows * window_s, self.horizon)
         self.now = max(latest, last_event)

@@ -9,6 +9,7 @@ at a time: a second one waits for the first to finish.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -298,34 +299,43 @@ def test_round_robin_replays_each_replica_on_its_own_with_the_fleet_loops_figure
         (4, strict, 300.0),
         (9, (), 300.0),
     ):
-        by_replica = _FixedFleet(config, load, replicas, "round-robin", checks, drain)
-        by_replica.run()
-        fleet_wide = _FixedFleet(config, load, replicas, "round-robin", checks, drain)
-        FleetReplay.run(fleet_wide)
-        a = by_replica.summary(replicas, by_replica.sent_to)
-        b = fleet_wide.summary(replicas, fleet_wide.sent_to)
-        if b.complete:
-            assert a.to_dict() == b.to_dict() and a.errors == 2, replicas
-            assert a.per_replica_requests == b.per_replica_requests
-        else:
-            assert not a.complete and a.stopped.split(":")[0] == b.stopped.split(":")[0], replicas
-            assert b.end <= a.end <= b.end + 10.0
+        b = same_figures_both_ways(config, load, replicas, checks, drain)
+        assert b.errors == 2 or not b.complete
         runs["complete" if b.complete else "stopped"] += 1
     assert runs == {"complete": 3, "stopped": 2}
 
 
+def same_figures_both_ways(config, load, replicas, checks, drain):
+    """Replays `load` replica by replica and through the fleet-wide loop; asserts the same figures to the last bit
+    (a run stopped early: by the same check, at most one 10 s window later). The fleet-wide loop's prediction."""
+    by_replica = _FixedFleet(config, load, replicas, "round-robin", checks, drain)
+    by_replica.run()
+    fleet_wide = _FixedFleet(config, load, replicas, "round-robin", checks, drain)
+    FleetReplay.run(fleet_wide)
+    a = by_replica.summary(replicas, by_replica.sent_to)
+    b = fleet_wide.summary(replicas, fleet_wide.sent_to)
+    if b.complete:
+        assert a.to_dict() == b.to_dict(), replicas
+        assert a.per_replica_requests == b.per_replica_requests
+    else:
+        assert not a.complete and a.stopped.split(":")[0] == b.stopped.split(":")[0], replicas
+        assert b.end <= a.end <= b.end + 10.0
+    return b
+
+
 def test_a_sparse_load_is_replayed_replica_by_replica_with_the_fleet_loops_figures(tmp_path, toy_model):
     """Requests hours apart (as the floor's, 10⁴ s apart): the replica-by-replica loop jumps over the empty 10 s
-    windows between them, and still gives the fleet-wide loop's figures to the last bit."""
+    windows between them, and still gives the fleet-wide loop's figures to the last bit — and a run that fails for
+    sure in the last burst is still stopped within a window of where the fleet-wide loop stops it."""
     grid = on_the_grid(seed=3, n=60, ticks=40, rejected=(5,))
     offsets = grid.offsets + np.repeat(np.arange(3) * 7200.0, 20)  # three bursts two hours apart
     load = PlannedLoad("test", "sparse", grid.mix, offsets=offsets, rows=grid.rows)
     config = load_profile(exact_gpu(tmp_path), toy_model, engine=PLAN_ENGINE)
     for replicas in (1, 2, 5):
-        by_replica = _FixedFleet(config, load, replicas, "round-robin", (), 300.0)
-        by_replica.run()
-        fleet_wide = _FixedFleet(config, load, replicas, "round-robin", (), 300.0)
-        FleetReplay.run(fleet_wide)
-        a = by_replica.summary(replicas, by_replica.sent_to)
-        assert a.complete and a.to_dict() == fleet_wide.summary(replicas, fleet_wide.sent_to).to_dict(), replicas
-        assert a.end > 14400 and a.ok == 59
+        b = same_figures_both_ways(config, load, replicas, (), 300.0)
+        assert b.complete and b.end > 14400 and b.ok == 59
+    # the same requests, the first forty 4 s apart, the last twenty at one instant: too many for one replica's TTFT
+    crowded = np.concatenate([np.arange(20) * 4.0, 7200 + np.arange(20) * 4.0, np.full(20, 14400.0)])
+    strict = latency_checks(load_contract(contract(tmp_path, "  ttft_p95_s: {max: 0.5}")))
+    b = same_figures_both_ways(config, replace(load, offsets=crowded), 1, strict, 300.0)
+    assert not b.complete and b.end > 14400  # stopped in the last burst, after two empty hours
