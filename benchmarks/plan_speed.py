@@ -67,24 +67,26 @@ def main() -> None:
             print(
                 f"{name}: {wall:.1f} s wall, {cpu:.1f} s CPU (load average {load:.1f} at start, {os.cpu_count()} CPUs)"
             )
+        # at 80 columns: a header, then a row per profile
+        print(f"  {'profile':<24}  {'replicas (90 %)':<15} {'planned':>7} {'$/h':>8} {'fleets':>6} {'s':>6}")
         for p in plan["profiles"]:
-            fleets = len(p["probes"])
             iv = p.get("replicas_90") or {}
-            replicas = f"{p['replicas']} (90 %: {iv.get('low')}–{iv.get('high')})" if p["replicas"] else "none"
-            cost = p.get("cost", {}).get("usd_per_hour")
+            low, high = iv.get("low") or "?", iv.get("high") or "none"
+            replicas = f"{p['replicas']} ({low}–{high})" if p["replicas"] else "none"
+            cost = p.get("cost", {}).get("usd_per_hour") or 0
             print(
-                f"  {p['gpu']:<26} replicas {replicas:>20}  planned {p.get('planned_replicas')!s:>5}"
-                f"  ${cost or 0:,.2f}/h  {fleets} fleets  {p['search_seconds']:.1f} s"
+                f"  {p['gpu']:<24}  {replicas:<15} {p.get('planned_replicas') or '-':>7} {cost:>8,.2f}"
+                f" {len(p['probes']):>6} {p['search_seconds']:>6.1f}"
             )
         if args.autoscale:
             scaled = json.loads((Path(tmp) / name / "autoscale.json").read_text())
+            day_head = "day: always-on / scaled / to zero"
+            print(f"  {'profile':<24}  {'warm':>4} {'probes':>6}  {day_head:<33} {'s':>4}")
             for p in scaled["profiles"]:
                 day = p["day"]
                 usd = " / ".join(f"${day[m]['usd']:,.0f}" for m in ("always-on", "autoscaled", "scale-to-zero"))
-                print(
-                    f"  {p['gpu']:<26} warm {p['warm_replicas']!s:>5}  probes {len(p['probes'])}  day {usd}  "
-                    f"{p['seconds']:.1f} s (autoscaled part)"
-                )
+                warm, probes = p["warm_replicas"], len(p["probes"])
+                print(f"  {p['gpu']:<24}  {warm!s:>4} {probes:>6}  {usd:<33} {p['seconds']:>4.1f}")
 
 
 if __name__ == "__main__":
