@@ -514,14 +514,17 @@ class _FixedFleet(FleetReplay):
             tick."""
             nonlocal latest
             eng = self.engines[k]
-            t = eng.next_event_time()
-            while t is not None and (t < limit or (at_limit and t == limit)):
-                if t >= nt:
-                    nt = sample(k, t)
-                eng.step(t)
-                latest = max(latest, t)
-                t = eng.next_event_time()
-            return nt
+            while True:
+                tick_within = nt < limit or (at_limit and nt == limit)
+                last = eng.run_until(nt, False) if tick_within else eng.run_until(limit, at_limit)
+                if last is not None and last > latest:
+                    latest = last
+                if not tick_within:
+                    return nt
+                t = eng.next_event_time()  # at or after the tick
+                if t is None or t > limit or (t == limit and not at_limit):
+                    return nt
+                nt = sample(k, t)
 
         while True:
             due = math.inf  # the next step of any replica, or arrival

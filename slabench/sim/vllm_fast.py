@@ -29,7 +29,6 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_right
-from dataclasses import dataclass
 from itertools import accumulate
 from typing import Protocol
 
@@ -58,36 +57,37 @@ class _PSeq(_Seq):
         self.ticket = 0  # its valid entry in the event heap (0: not a member)
 
 
-@dataclass(slots=True)
 class _Stretch:
     """Plain cohort steps after the in-flight one (step 1, from `start` to `end1`), in closed form: step i+1
     (i = 1..k) takes ``overhead + max(compute, memory)`` with both terms affine in i (the roofline is affine in the
-    context, which grows by one token per member per step): the larger slope wins after the lines cross. The blocks
-    the steps take repeat with the block size."""
+    context, which grows by one token per member per step): the larger slope wins after the lines cross. Each
+    member takes a block every block-size steps, when its position crosses a block boundary (`blocks`)."""
 
-    start: float
-    end1: float
-    k: int
-    members: int
-    overhead: float
-    compute: tuple[float, float]  # (a, b): compute time of step i+1 = a + b·i
-    memory: tuple[float, float]
-    period_blocks: list[int]  # blocks taken by steps 2..m+1 within one block-size period, cumulative (index m)
-    split: int = 0  # steps 2..split+1 follow `left`, the rest `right`
-    left: tuple[float, float] = (0.0, 0.0)
-    right: tuple[float, float] = (0.0, 0.0)
-    last_end: float = 0.0  # when step k+1 ends: the engine's next event
+    __slots__ = ("end1", "g0", "k", "last_end", "left", "members", "overhead", "right", "split", "start")
 
-    def __post_init__(self) -> None:
-        (a1, b1), (a2, b2) = self.compute, self.memory
+    def __init__(
+        self,
+        start: float,
+        end1: float,
+        k: int,
+        members: int,
+        g0: int,
+        overhead: float,
+        compute: tuple[float, float],  # (a, b): compute time of step i+1 = a + b·i
+        memory: tuple[float, float],
+    ) -> None:
+        self.start, self.end1, self.k, self.members, self.g0, self.overhead = start, end1, k, members, g0, overhead
+        (a1, b1), (a2, b2) = compute, memory
+        self.split = 0  # steps 2..split+1 follow `left`, the rest `right`
+        self.left = (0.0, 0.0)
         if b1 == b2:
-            self.right = self.compute if a1 >= a2 else self.memory
+            self.right = compute if a1 >= a2 else memory
         else:
-            flat, steep = (self.compute, self.memory) if b1 < b2 else (self.memory, self.compute)
+            flat, steep = (compute, memory) if b1 < b2 else (memory, compute)
             cross = (flat[0] - steep[0]) / (steep[1] - flat[1])
             self.left, self.right = flat, steep
-            self.split = min(self.k, math.floor(cross)) if cross >= 1 else 0
-        self.last_end = self.end(self.k + 1)
+            self.split = min(k, math.floor(cross)) if cross >= 1 else 0
+        self.last_end = end1 + self.time(k)  # when step k+1 ends: the engine's next event
 
     def runs(self, m: int) -> list[tuple[float, float, int]]:
         """Durations of steps 2..m+1 as arithmetic runs (first, increment, length)."""
@@ -103,15 +103,18 @@ class _Stretch:
 
     def time(self, m: int) -> float:
         """Σ durations of steps 2..m+1."""
-        total = 0.0
-        s = min(self.split, m)
+        s = self.split
         ov = self.overhead
+        if s >= m:
+            if m <= 0:
+                return 0.0
+            a, b = self.left
+            return m * (ov + a) + b * m * (m + 1) / 2
+        a, b = self.right
+        total = (m - s) * (ov + a) + b * (m * (m + 1) - s * (s + 1)) / 2
         if s > 0:
             a, b = self.left
             total += s * (ov + a) + b * s * (s + 1) / 2
-        if m > s:
-            a, b = self.right
-            total += (m - s) * (ov + a) + b * (m * (m + 1) - s * (s + 1)) / 2
         return total
 
     def guess(self, t: float) -> int:
@@ -133,10 +136,18 @@ class _Stretch:
         """When step j ends (j = 1..k+1)."""
         return self.end1 + self.time(j - 1)
 
-    def blocks(self, m: int) -> int:
-        """Blocks taken by steps 2..m+1: every member takes one per block-size steps."""
-        bs = len(self.period_blocks)
-        return self.members * (m // bs) + self.period_blocks[m % bs]
+    def blocks(self, m: int, hist: list[int]) -> int:
+        """Blocks taken by steps 2..m+1, `hist` counting the members by position mod the block size: step i+1 is
+        scheduled after g0 + i − 1 cohort steps, and the members whose position then sits on a block boundary
+        take one."""
+        bs = len(hist)
+        full, r = divmod(m, bs)
+        if not r:
+            return self.members * full
+        top = -self.g0 % bs  # step 2's index; then top − 1, top − 2, ... round the histogram
+        lo = top - r + 1
+        part = sum(hist[lo : top + 1]) if lo >= 0 else sum(hist[: top + 1]) + sum(hist[lo:])
+        return self.members * full + part
 
 
 def _solve(overhead: float, a: float, b: float, s: int, before: float, x: float) -> float:
@@ -220,25 +231,44 @@ class PlanningEngine(VllmModel[_PSeq]):
 
     def step(self, now: float) -> StepResult:
         out = StepResult()
-        if self._stretch is not None:
-            if now < self._stretch.last_end:
-                return out
-            self._apply_stretch(self._stretch, self._stretch.k)
+        self._step(now, out.emissions)
+        return out
+
+    def run_until(self, limit: float, inclusive: bool = False) -> float | None:
+        """Take every step due before `limit` (and at it, if `inclusive`), as `step` at each `next_event_time()`
+        would, with no emissions reported (a planning driver reads `pop_finished` instead); the time of the last
+        step taken (None: none)."""
+        last = None
+        scratch: list[Emission] = []
+        while True:
+            st = self._stretch
+            t = st.last_end if st is not None else self._batch_end if self._batch is not None else self._kick
+            if t is None or t > limit or (t == limit and not inclusive):
+                return last
+            self._step(t, scratch)
+            scratch.clear()
+            last = t
+
+    def _step(self, now: float, emissions: list[Emission]) -> None:
+        st = self._stretch
+        if st is not None:
+            if now < st.last_end:
+                return
+            self._apply_stretch(st, st.k)
         if self._batch is not None:
             if now < self._batch_end:
-                return out
+                return
             start = self._batch_end
-            self._complete_step(self._batch, start, out.emissions)
+            self._complete_step(self._batch, start, emissions)
             self._batch = None
         elif self._kick is not None and now >= self._kick:
             start = now
         else:
-            return out
+            return
         self._kick = None
         self._schedule_step(start)
         if self._batch is not None and not self._jitter:
             self._plan_stretch(start)
-        return out
 
     def stats(self) -> dict[str, float]:
         out = super().stats()
@@ -316,8 +346,10 @@ class PlanningEngine(VllmModel[_PSeq]):
         if not self._cohort_ok or budget < 0 or take > self._num_blocks - self._used:
             self._schedule_explicitly(start)  # a preemption (or a budget that cannot hold every decode)
             return
-        if take:
+        if take > self._num_blocks - self._used - self._cached_free:
             self._alloc(take)  # as one: reclaiming cached blocks depends only on how many are taken, in order
+        else:
+            self._used += take
         batch: list[tuple[_PSeq, int]] = []
         c = self._asum + n_dec * (self._gs + 1)
         ntok, pairs, ctx = n_dec, c, c
@@ -329,13 +361,14 @@ class PlanningEngine(VllmModel[_PSeq]):
             ntok += n
             pairs += n * p + n * (n + 1) // 2
             ctx += p + n
-        for s, n in self._admit(start, budget, n_dec + len(self._specials)):
-            self._specials.append(s)
-            batch.append((s, n))
-            p = s.computed
-            ntok += n
-            pairs += n * p + n * (n + 1) // 2
-            ctx += p + n
+        if self._waiting:
+            for s, n in self._admit(start, budget, n_dec + len(self._specials)):
+                self._specials.append(s)
+                batch.append((s, n))
+                p = s.computed
+                ntok += n
+                pairs += n * p + n * (n + 1) // 2
+                ctx += p + n
         if not ntok:
             if self._waiting:
                 raise RuntimeError("vllm engine stalled: idle with waiting requests that do not fit")
@@ -415,7 +448,7 @@ class PlanningEngine(VllmModel[_PSeq]):
             gaps.add(now - start, followed)
         if not self._cohort_ok:
             joining = []
-        if joining or any(s.state != _RUNNING for s in self._specials):
+        if joining or (self._specials and any(s.state != _RUNNING for s in self._specials)):
             joined = {id(s) for s in joining}
             self._specials = [s for s in self._specials if s.state == _RUNNING and id(s) not in joined]
             for s in joining:
@@ -441,14 +474,13 @@ class PlanningEngine(VllmModel[_PSeq]):
         bs = self._bs
         n = self._in_flight
         g0 = self._gs  # step i+1 is scheduled after g0 + i - 1 cohort steps
-        hist = self._hist
-        period = [0, *accumulate(hist[-(g0 + m) % bs] for m in range(bs - 1))]  # non-decreasing
-        free = self._num_blocks - self._used
-        full, rest = divmod(free, n)
-        fit = full * bs + bisect_right(period, rest) - 1  # steps before one would preempt
-        k = min(k, fit)
-        if k < 1:
-            return
+        full, rest = divmod(self._num_blocks - self._used, n)
+        if k > full * bs:  # the free blocks may run out within the stretch: it ends before the step that would preempt
+            hist = self._hist
+            period = [0, *accumulate(hist[-(g0 + m) % bs] for m in range(bs - 1))]  # non-decreasing
+            k = min(k, full * bs + bisect_right(period, rest) - 1)
+            if k < 1:
+                return
         # step i+1 has context c = asum + n·(g0 + i) = c0 + n·i
         c0 = self._asum + n * g0
         if self._measured is not None:  # linear: per sequence and token + (per pair + per context token) × c
@@ -458,18 +490,18 @@ class PlanningEngine(VllmModel[_PSeq]):
             ef, bw = self._eff_flops, self._eff_bw
             compute = ((self._flops_tok * n + self._flops_pair * c0) / ef, self._flops_pair * n / ef)
             memory = ((self._weights + self._kv_bpt * c0) / bw, self._kv_bpt * n / bw)
-        self._stretch = _Stretch(start, self._batch_end, k, n, self._overhead, compute, memory, period)
+        self._stretch = _Stretch(start, self._batch_end, k, n, g0, self._overhead, compute, memory)
 
     def _apply_stretch_before(self, st: _Stretch, now: float) -> None:
         """Apply the plain steps of `st` (the current stretch) that end before `now` (an arrival or abort at `now`
         comes after them)."""
         lo, hi = 0, st.k  # steps 1..lo end before now; find the largest such lo ≤ k
         j = st.guess(now)  # nearly always it: check it before searching the whole stretch
-        if j > 0 and st.end(j) >= now:
+        if j > 0 and st.end1 + st.time(j - 1) >= now:
             hi = j - 1
         else:
             lo = j
-            if j < hi and st.end(j + 1) >= now:
+            if j < hi and st.end1 + st.time(j) >= now:
                 hi = j
         while lo < hi:
             mid = (lo + hi + 1) // 2
@@ -486,19 +518,22 @@ class PlanningEngine(VllmModel[_PSeq]):
         if j == 0:
             return
         n = st.members
-        take = st.blocks(j)
-        if take:
-            self._alloc(take)
+        take = st.blocks(j, self._hist)
+        if take > self._num_blocks - self._used - self._cached_free:
+            self._alloc(take)  # reclaims cached blocks
+        else:
+            self._used += take
         self._gs += j
         self._gd += j
         self.generation_tokens_total += j * n
         self.steps_total += j
-        self.busy_time_total += st.time(j)
+        elapsed = st.time(j)  # steps 2..j+1
+        self.busy_time_total += elapsed
         if self._gaps is not None:
             self._gaps.add(st.end1 - st.start, n)
             for first, inc, length in st.runs(j - 1):
                 self._gaps.add_series(first, inc, length, n)
-        end = st.end(j)
+        end = st.end1 + st.time(j - 1)
         self._cohort_end = end
         self._batch_start = end
-        self._batch_end = st.end(j + 1)
+        self._batch_end = st.end1 + elapsed

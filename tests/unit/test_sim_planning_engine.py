@@ -125,6 +125,46 @@ def test_same_lives_as_vllm_engine(seed, profile, blocks, rate, interval):
     assert close(fast_chunks, ref_chunks)
 
 
+def drive_in_runs(engine, arrivals, aborts):
+    """As `drive`, but the steps between two events in one `run_until` call (how the planner drives a replica);
+    every call's answer (the last step taken) checked against `next_event_time` before it."""
+    events = sorted([(t, i, "add", req) for i, (t, req) in enumerate(arrivals)])
+    events += sorted([(t, len(events) + i, "abort", rid) for i, (t, rid) in enumerate(aborts)])
+    events.sort()
+    for n, (t, _, kind, what) in enumerate(events):
+        due = engine.next_event_time()
+        inclusive = n % 2 == 0  # steps due at t itself: before the event or after it, both must hold
+        last = engine.run_until(t, inclusive)
+        assert (last is None) == (due is None or due > t or (due == t and not inclusive))
+        assert last is None or last <= t
+        if kind == "add":
+            engine.add(what, t)
+        else:
+            engine.abort(what, t)
+    engine.run_until(math.inf, True)
+    assert engine.next_event_time() is None
+
+
+@pytest.mark.parametrize(("profile", "blocks", "rate", "interval"), CASES[:4])
+def test_runs_of_steps_give_the_lives_of_single_steps(profile, blocks, rate, interval):
+    """`run_until` (the planner's loop) is `step` at each `next_event_time()`: the same lives, counters and gaps."""
+    engine = {"stream_interval": interval}
+    if blocks:
+        engine |= {"num_gpu_blocks_override": blocks, "max_model_len": 4096}
+    cfg = load_profile(profile, engine=engine)
+    arrivals = workload(7, 250, rate)
+    rng = random.Random(7)
+    aborts = [(t + rng.uniform(0.0, 30.0), req.request_id) for t, req in arrivals if rng.random() < 0.05]
+    one, runs = PlanningEngine(cfg, token_gaps=Gaps()), PlanningEngine(cfg, token_gaps=Gaps())
+    drive(one, arrivals, aborts)
+    drive_in_runs(runs, arrivals, aborts)
+    done = sorted(one.pop_finished(), key=lambda r: r.request_id)
+    assert len(done) > 150 and one.num_aborted_total > 0
+    assert close(sorted(runs.pop_finished(), key=lambda r: r.request_id), done)
+    assert close(runs.stats(), one.stats())
+    assert close(sorted(runs._gaps.values), sorted(one._gaps.values))
+
+
 def test_token_gaps_are_the_gaps_a_client_sees():
     cfg = load_profile("l4", engine={"num_gpu_blocks_override": 500, "max_model_len": 4096})
     arrivals = workload(3, 200, 6.0)
