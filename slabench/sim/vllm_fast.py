@@ -418,6 +418,8 @@ class PlanningEngine(VllmModel[_PSeq]):
                     emissions.append(Emission(s.rid, s.pending, False, None, s.cached))
                     s.pending = 0
                     self._push_event(s)
+        if not batch:
+            return  # the cohort alone: nobody joins or leaves the specials
         followed = 0  # tokens of requests whose previous token came at this step's start
         joining = []
         for s, n in batch:
