@@ -346,10 +346,8 @@ class PlanningEngine(VllmModel[_PSeq]):
         if not self._cohort_ok or budget < 0 or take > self._num_blocks - self._used:
             self._schedule_explicitly(start)  # a preemption (or a budget that cannot hold every decode)
             return
-        if take > self._num_blocks - self._used - self._cached_free:
+        if take:
             self._alloc(take)  # as one: reclaiming cached blocks depends only on how many are taken, in order
-        else:
-            self._used += take
         batch: list[tuple[_PSeq, int]] = []
         c = self._asum + n_dec * (self._gs + 1)
         ntok, pairs, ctx = n_dec, c, c
@@ -521,10 +519,8 @@ class PlanningEngine(VllmModel[_PSeq]):
             return
         n = st.members
         take = st.blocks(j, self._hist)
-        if take > self._num_blocks - self._used - self._cached_free:
-            self._alloc(take)  # reclaims cached blocks
-        else:
-            self._used += take
+        if take:
+            self._alloc(take)
         self._gs += j
         self._gd += j
         self.generation_tokens_total += j * n
