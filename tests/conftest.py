@@ -4,7 +4,14 @@ from __future__ import annotations
 
 # Locust patches the standard library with gevent when it is imported. Do it first, before any test module imports
 # ssl (boto3, urllib3), or ssl ends up half patched (RecursionError at collection).
+import os
+
 from gevent import monkey
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # a pytest-xdist worker (scripts/test.sh runs two)
+    from tests.helpers.xdist_native import keep_execnet_native
+
+    keep_execnet_native()
 
 monkey.patch_all()
 
@@ -115,3 +122,27 @@ def hostile_server(tmp_path: Path) -> Iterator[Callable[..., HostileServer]]:
     yield start
     for s in servers:
         s.stop()
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist, pytest never calls it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """scripts/test.sh runs two xdist workers. A test module runs whole on one worker, in its own order (its module
+    fixtures are built once; the docs commands feed each other), and so does the live tier (one vLLM server, one
+    session fixture). xdist's own `loadgroup` cannot say this with pytest 9.2, whose node ids it can no longer tag."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/live" if nodeid.startswith("tests/live/") else nodeid.split("::", 1)[0]
+
+    config.option.loadscopereorder = False  # keep the order pytest_collection_modifyitems gives (longest first)
+    return ModuleScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """On an xdist worker, the longest go first, so neither worker is left with one of them at the end: the live
+    tier, then the modules with a test marked slow. (Workers must all collect the same order: this one is fixed.)"""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: 0 if item.get_closest_marker("live") else 1 if item.path in slow_modules else 2)

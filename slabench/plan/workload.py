@@ -154,7 +154,7 @@ def call_mix(
         lengths = np.array([x for part in parts for x in part], dtype=np.int64).reshape(-1, 2)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp.npz")
+            tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")  # two plans at once never write the same file
             np.savez(tmp, lengths=lengths)
             tmp.replace(path)
         except OSError:

@@ -240,6 +240,7 @@ def test_the_web_ui_refuses_a_bad_host_at_start(tmp_path, host):
 
 
 # -- weights hydrate against an endpoint that never answers -------------------------------------------------------
+@pytest.mark.slow
 def test_hydrate_against_a_silent_endpoint_gives_up_within_a_minute(tmp_path):
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))

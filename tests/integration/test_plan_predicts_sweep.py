@@ -34,6 +34,7 @@ output_dir: OUT
 """
 
 
+@pytest.mark.slow
 def test_plan_predicts_each_closed_loop_level_of_the_real_time_sweep(tmp_path: Path):
     config = tmp_path / "sweep.yaml"
     config.write_text(SWEEP.replace("OUT", json.dumps(str(tmp_path / "runs"))))

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from slabench.core import metrics
 from slabench.core.record import ErrorCategory, Outcome
@@ -153,6 +154,7 @@ def test_an_in_flight_cap_that_binds_shows_as_lateness(simulator, tmp_path):
     assert "waited for the in-flight cap" in res.stderr
 
 
+@pytest.mark.slow
 def test_a_lost_worker_leaves_a_record_for_each_of_its_items(simulator, tmp_path):
     url = simulator("--ttft", "0.05", "--itl", "0.01", "--output-tokens", "10")  # ~0.15 s per request
     queue = small_queue(

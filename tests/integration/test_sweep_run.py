@@ -70,6 +70,7 @@ def done(tmp_path_factory) -> Path:
     return tmp / "runs" / "it-1"
 
 
+@pytest.mark.slow
 def test_the_run_tree(done):
     meta = json.loads((done / "sweep.json").read_text())
     assert meta["status"] == "complete" and meta["levels"] == [1, 2, 4] and meta["repeats"] == 3

@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers.locust_run import ROOT, assert_exit
 from tests.helpers.sla_helpers import write
 
@@ -38,6 +40,7 @@ targets:
 """
 
 
+@pytest.mark.slow
 def test_search_bisects_to_the_highest_passing_level(tmp_path):
     cfg, sla = write(tmp_path, SWEEP, "sweep.yaml"), write(tmp_path, CONTRACT, "sla.yaml")
     argv = [sys.executable, "-m", "slabench", "sweep", "--config", str(cfg), "--sla", str(sla), "--search",

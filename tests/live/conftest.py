@@ -1,4 +1,4 @@
-"""The live tier's one real vLLM server, shared by every test in the session (starting it takes a minute).
+"""The live tier's one real vLLM server, shared by every live test (starting it takes a minute).
 
 With two cores or more, the server has the first core to itself and the tests (Locust among them) the rest. Sharing
 them, vLLM's engine (which polls with `sched_yield` while it works) kept Locust's event loop from running for up to
@@ -20,7 +20,9 @@ from tests.live.vllm_server import VllmServer, build_model, venv_missing_reason
 _TIMINGS: dict[str, float] = {}
 
 
-@pytest.fixture(scope="session")
+# Package scope: the server stops once the last live test is done (the live tests run one after another, on one xdist
+# worker: tests/conftest.py), rather than idle on its core while the rest of the suite runs.
+@pytest.fixture(scope="package")
 def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     reason = venv_missing_reason()
     if reason:
