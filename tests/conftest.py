@@ -127,8 +127,8 @@ def hostile_server(tmp_path: Path) -> Iterator[Callable[..., HostileServer]]:
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist, pytest never calls it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """scripts/test.sh runs two xdist workers. A test module runs whole on one worker, in its own order (its module
-    fixtures are built once; the docs commands feed each other), and so does the live tier (one vLLM server, one
-    session fixture). xdist's own `loadgroup` cannot say this with pytest 9.2, whose node ids it can no longer tag."""
+    fixtures are built once; the docs commands feed each other), and so does the live tier (its one vLLM server, a
+    package fixture). xdist's own `loadgroup` cannot say this with pytest 9.2, whose node ids it can no longer tag."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleScheduling(LoadScopeScheduling):

@@ -13,8 +13,10 @@ task) under ``$XDG_CACHE_HOME/slabench`` (default ``~/.cache/slabench``), built 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import zipfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -139,9 +141,11 @@ def call_mix(
         try:
             with np.load(path) as z:
                 lengths = z["lengths"]
-            if lengths.shape != (len(calls), 2):
+            # only what this function writes: a row of whole token counts per call, every prompt at least one
+            ok = lengths.shape == (len(calls), 2) and lengths.dtype.kind in "iu"
+            if not ok or (lengths[:, 0] < 1).any() or (lengths[:, 1] < 0).any():
                 lengths = None
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # a spoiled file: rebuilt below
             lengths = None
     if lengths is None:
         size = max(1, -(-len(calls) // (4 * workers)))
@@ -152,13 +156,14 @@ def call_mix(
         else:
             parts = [_lengths(c, task) for c in chunks]
         lengths = np.array([x for part in parts for x in part], dtype=np.int64).reshape(-1, 2)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")  # two plans at once never write the same file
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")  # two plans at once never write the same file
             np.savez(tmp, lengths=lengths)
             tmp.replace(path)
-        except OSError:
-            pass  # no cache: the next plan rebuilds them
+        except OSError:  # no cache: the next plan rebuilds them
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)  # a half-written one, named by this process's id, is nobody's
     system = {a: estimate_tokens(system_prompt(a, task)) for a in {c[0] for c in calls}}  # type: ignore[arg-type]
     accounts = tuple(f"{c[0]}/{task}" for c in calls)
     return Mix(

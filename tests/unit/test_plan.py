@@ -339,3 +339,53 @@ def test_a_sparse_load_is_replayed_replica_by_replica_with_the_fleet_loops_figur
     strict = latency_checks(load_contract(contract(tmp_path, "  ttft_p95_s: {max: 0.5}")))
     b = same_figures_both_ways(config, replace(load, offsets=crowded), 1, strict, 300.0)
     assert not b.complete and b.end > 14400  # stopped in the last burst, after two empty hours
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda p: p.write_bytes(p.read_bytes()[:40]),  # cut short
+        lambda p: np.savez(p, lengths=np.full((12, 2), np.nan)),  # NaN counts
+        lambda p: np.savez(p, lengths=np.full((12, 2), np.inf)),
+        lambda p: np.savez(p, lengths=-np.ones((12, 2), dtype=np.int64)),  # negative counts
+        lambda p: np.savez(p, lengths=np.zeros((12, 2), dtype=np.int64)),  # a prompt of no token
+        lambda p: np.savez(p, lengths=np.ones((11, 2), dtype=np.int64)),  # another queue's (a row short)
+        lambda p: np.savez(p, other=np.ones((12, 2), dtype=np.int64)),  # no lengths at all
+    ],
+    ids=["truncated", "nan", "infinity", "negative", "empty-prompt", "other-queue", "no-lengths"],
+)
+def test_a_spoiled_length_cache_is_rebuilt_not_trusted(tmp_path, monkeypatch, spoil):
+    """The plan's length cache is slabench's own file, but a disk or another version can spoil it: whatever is in it,
+    the plan gets the lengths it would build from the calls, and the cache is written again."""
+    from slabench.plan.workload import _calls, call_mix
+    from slabench.workload import load_queue
+
+    calls = _calls(load_queue(kind="burst")[:12])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    built = call_mix(calls, "verbose", "t", b"fingerprint", workers=1)
+    (path,) = (tmp_path / "cache" / "slabench").glob("plan-mix-*.npz")
+    spoil(path)
+    again = call_mix(calls, "verbose", "t", b"fingerprint", workers=1)
+    assert (again.prompt_tokens == built.prompt_tokens).all() and (again.output_tokens == built.output_tokens).all()
+    with np.load(path) as z:
+        assert (z["lengths"][:, 0] == built.prompt_tokens).all()  # rewritten whole
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "read-only"])
+def test_a_length_cache_that_cannot_be_written_costs_nothing_but_the_cache(tmp_path, monkeypatch, where):
+    """A cache directory under a file, or one the process may not write: the plan has its lengths all the same."""
+    from slabench.plan.workload import _calls, call_mix
+    from slabench.workload import load_queue
+
+    calls = _calls(load_queue(kind="burst")[:12])
+    if where == "under-a-file":
+        (tmp_path / "file").write_text("x")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file" / "cache"))
+    else:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        (tmp_path / "cache" / "slabench").mkdir(parents=True)
+        # (root writes through chmod, and these tests run as root: the write fails as a read-only disk makes it)
+        monkeypatch.setattr(np, "savez", lambda *a, **k: (_ for _ in ()).throw(PermissionError(13, "read-only")))
+    mix = call_mix(calls, "verbose", "t", b"fingerprint", workers=1)
+    assert len(mix.prompt_tokens) == 12 and (mix.prompt_tokens >= 1).all()
