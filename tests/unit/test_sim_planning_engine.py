@@ -128,9 +128,10 @@ def test_same_lives_as_vllm_engine(seed, profile, blocks, rate, interval):
 def drive_in_runs(engine, arrivals, aborts):
     """As `drive`, but the steps between two events in one `run_until` call (how the planner drives a replica);
     every call's answer (the last step taken) checked against `next_event_time` before it."""
-    events = sorted([(t, i, "add", req) for i, (t, req) in enumerate(arrivals)])
-    events += sorted([(t, len(events) + i, "abort", rid) for i, (t, rid) in enumerate(aborts)])
-    events.sort()
+    seq = itertools.count()  # ties in the order `drive` takes them
+    events = sorted(
+        [(t, next(seq), "add", req) for t, req in arrivals] + [(t, next(seq), "abort", r) for t, r in aborts]
+    )
     for n, (t, _, kind, what) in enumerate(events):
         due = engine.next_event_time()
         inclusive = n % 2 == 0  # steps due at t itself: before the event or after it, both must hold
