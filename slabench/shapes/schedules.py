@@ -313,8 +313,10 @@ def _invert_linear(r0: float, r1: float, length: float, c: float) -> float:
     if c <= 0:
         return 0.0
     a = (r1 - r0) / (2.0 * length)
-    disc = max(r0 * r0 + 4.0 * a * c, 0.0)
-    denom = r0 + math.sqrt(disc)
+    if a >= 0:  # √(r0² + 4ac) as a hypotenuse: the squares of a tiny rate or area underflow (c = 5e-324 gave the span)
+        denom = r0 + math.hypot(r0, 2.0 * math.sqrt(a) * math.sqrt(c))
+    else:
+        denom = r0 + math.sqrt(max(r0 * r0 + 4.0 * a * c, 0.0))
     return min(2.0 * c / denom, length) if denom > 0 else length
 
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from slabench.core.errors import UserError
@@ -205,6 +205,8 @@ def test_diurnal_rejects_bad_settings():
     length=st.floats(0.01, 100),
     frac=st.floats(0, 1),
 )
+@example(r0=0.0, r1=0.5, length=3.0, frac=5e-324)  # a rate from zero and a sliver of area (hypothesis found it)
+@example(r0=5e-324, r1=0.5, length=3.0, frac=5e-324)  # ... from a rate whose square underflows
 def test_invert_linear_inverts_the_integral(r0, r1, length, frac):
     area = (r0 + r1) * length / 2
     c = frac * area
