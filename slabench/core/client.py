@@ -7,8 +7,9 @@ is read with one `recv` at a time and fed straight to the SSE parser, so every e
 `perf_counter()` the moment its bytes arrive (`iter_content` would wait for ~1 KiB and merge events, corrupting TTFT
 and ITL), a line ending in CR alone ends the line as SSE says, and a long line costs linear time up to its cap. Over
 plain HTTP on Linux, up to the first answer token (TTFT and a reasoning model's TTFAT), "arrive" is the kernel's
-receive timestamp of the bytes (`slabench.core.arrival`), not the moment the loop read them: a stream's first token
-does not wait behind the other streams' work in the same loop wake-up. The later events are stamped as read (a
+receive timestamp of the bytes (`slabench.core.arrival`, with a watcher thread that keeps each packet's own stamp
+when the loop is late), not the moment the loop read them: a stream's first token does not wait behind the other
+streams' work in the same loop wake-up. The later events are stamped as read (a
 stamped read costs ~2 µs more; inter-token gaps are differences of two reads, whose waits mostly cancel).
 
 Every request the server receives becomes exactly one classified `RequestRecord`; nothing but `GreenletExit`
@@ -147,6 +148,7 @@ class StreamingClient:
         self._http: HTTPClient | None = None
         self._recent: deque[str] = deque(maxlen=_RECENT_IDS)  # this client's last request ids
         self._stamped: Any = None  # the connection the kernel stamps received bytes on
+        self._watched: arrival.Watched | None = None  # that connection, for the watcher thread (arrival.Watcher)
         self._head_stamp: int | None = None  # the kernel's stamp of the latest response head's read
 
     def _connection(self) -> HTTPClient:
@@ -225,6 +227,13 @@ class StreamingClient:
 
     # -- the request -----------------------------------------------------------------------------------------
     def _stream(self, proto: Protocol, payload: bytes, headers: dict[str, str], s: Stream) -> None:
+        try:
+            self._answer(proto, payload, headers, s)
+        finally:
+            if self._watched is not None:
+                arrival.watcher().disarm(self._watched)  # (_read_events does at the first answer token)
+
+    def _answer(self, proto: Protocol, payload: bytes, headers: dict[str, str], s: Stream) -> None:
         path = self._prefix + proto.path
         resp = self._open(path, payload, headers, s)
         now = self._clock()
@@ -306,13 +315,17 @@ class StreamingClient:
             raise Failure(Outcome.ERROR, ErrorCategory.CONNECT, _describe(e, self.target.base_url)) from None
         if sock is not self._stamped and self.target.kernel_stamps and type(sock) is _PLAIN_SOCKET:
             self._stamped = sock if arrival.enable(sock) else None
+            self._watched = arrival.Watched(sock._sock) if self._stamped is not None else None
         head = http._build_request("POST", path, body=payload, headers=headers, chunked=False).encode("latin-1")
         limit = self.target.stall_timeout
         self._head_stamp = None
+        if sock is self._stamped and self._watched is not None:
+            arrival.watcher().arm(self._watched)  # until the first answer token (_read_events)
         try:
             sock.sendall(head + payload)
             with gevent.Timeout(limit, TimeoutError):
-                early = self._read_head_stamped(sock, http.block_size) if sock is self._stamped else b""
+                watched = self._watched if sock is self._stamped else None
+                early = self._read_head_stamped(sock, watched, http.block_size) if watched is not None else b""
                 resp = HTTPSocketPoolResponse(
                     sock,
                     pool,
@@ -321,6 +334,9 @@ class StreamingClient:
                     headers_type=http.headers_type,
                     pre_buffered=early,
                 )
+            if watched is not None and (self._head_stamp is None or resp._sock is None):
+                # The head came in pieces, or after an interim 1xx: the parser read them itself, past the watcher
+                arrival.watcher().forget(watched)
             return _reclaim_after_interim(resp, http)
         except TimeoutError:
             self.close()
@@ -341,13 +357,13 @@ class StreamingClient:
                 f"the server's answer is not a valid HTTP response ({_describe(e)})",
             ) from None
 
-    def _read_head_stamped(self, sock: Any, size: int) -> bytes:
+    def _read_head_stamped(self, sock: Any, watched: arrival.Watched, size: int) -> bytes:
         """The response's first bytes, as they arrive, and the kernel's stamp of them, which body bytes read with the
         head share. A head that did not come whole gets none: the parser reads the rest, unstamped."""
         while True:
             sock.hub.wait(sock._read_event)
             try:
-                data, stamp = arrival.recv_stamped(sock._sock, size)
+                data, stamp = arrival.watcher().read(watched, size)
             except BlockingIOError:  # woken without data after all
                 continue
             self._head_stamp = stamp if b"\r\n\r\n" in data else None
@@ -379,15 +395,19 @@ class StreamingClient:
         # A record's times run sent ≤ first_byte ≤ first_token: the body arrived after the head was read
         floor = s.first_byte if s.first_byte is not None else s.sent if s.sent is not None else -math.inf
         watch = _StallWatch(self.target.stall_timeout, clock, floor)
-        watch.kernel = self._stamped is not None and resp._sock is self._stamped
-        watch.buffered = self._head_stamp if watch.kernel else None
+        if self._stamped is not None and resp._sock is self._stamped:
+            watch.watched, watch.buffered = self._watched, self._head_stamp
         try:
             while data := _read_some(resp, watch):
                 for ev in parser.feed(data, watch.arrived):
                     if fold(ev, s, secret):
                         return self._finish(proto, resp, s, parser, ev.time)
-                if watch.kernel and s.answer_first is not None:
-                    watch.kernel = False  # the two clocks are stamped: the rest as read, at recv's cost (ITL as before)
+                if watch.watched is not None and s.answer_first is not None:
+                    # The two clocks are stamped: the rest as read, at recv's cost (ITL as before) — once the bytes
+                    # the watcher saw arrive while the loop was busy are read, each with its own stamp.
+                    arrival.watcher().disarm(watch.watched)
+                    if not watch.watched.seen:
+                        watch.watched = None
         except EventTooLong as e:
             raise Failure(
                 Outcome.ERROR,
@@ -591,16 +611,16 @@ class _StallWatch:
     third of a streamed token's cost).
 
     `arrived`: on the record's clock, when the bytes of the latest read arrived — the kernel's receive stamp when
-    `kernel` (a stamped plain socket), else when they were read; never before `floor` (the response's first byte, then
+    `watched` (a stamped plain socket), else when they were read; never before `floor` (the response's first byte, then
     the previous arrival), so a record's times stay in order."""
 
-    __slots__ = ("_clock", "_reader", "_timer", "arrived", "buffered", "floor", "kernel", "last", "limit")
+    __slots__ = ("_clock", "_reader", "_timer", "arrived", "buffered", "floor", "last", "limit", "watched")
 
     def __init__(self, limit: float, clock: Callable[[], float] = time.perf_counter, floor: float = -math.inf) -> None:
         self.limit = limit
         self._clock = clock
         self.floor = floor
-        self.kernel = False
+        self.watched: arrival.Watched | None = None  # a stamped plain socket: read through the watcher
         self.buffered: int | None = None  # the kernel's stamp of body bytes the head's read took
         self.arrived = floor
         self.last = time.monotonic()
@@ -648,8 +668,8 @@ def _read_some(resp: Any, watch: _StallWatch | None = None) -> bytes:
             if watch is not None and type(sock) is _PLAIN_SOCKET:
                 sock.hub.wait(sock._read_event)
                 try:
-                    if watch.kernel:
-                        data, stamp = arrival.recv_stamped(sock._sock, _RECV_BYTES)
+                    if watch.watched is not None:
+                        data, stamp = arrival.watcher().read(watch.watched, _RECV_BYTES)
                     else:
                         data = sock._sock.recv(_RECV_BYTES)
                 except BlockingIOError:  # woken without data after all

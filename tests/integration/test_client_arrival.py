@@ -3,6 +3,7 @@ them: a greenlet that holds the loop while the simulator's answer arrives does n
 
 from __future__ import annotations
 
+import json
 import time
 
 import gevent
@@ -49,8 +50,57 @@ def test_events_that_arrived_while_the_loop_was_busy_are_stamped_when_they_arriv
     assert r.end < hold_end
 
 
+@pytest.mark.skipif(not arrival.SUPPORTED, reason="SO_TIMESTAMPNS is Linux's")
+def test_each_packet_that_waited_behind_a_busy_loop_keeps_its_own_arrival(simulator) -> None:
+    """TCP merges the packets waiting in a socket's queue and keeps the newest stamp: read after the hold, the first
+    token (20 ms) would take the stamp of the last (220 ms). The watcher thread saw each packet come: the first token
+    keeps its time, and so does each token after it."""
+    url = simulator("--ttft", "0.02", "--itl", "0.1", "--output-tokens", "3", "--jitter", "0")
+    r, hold_end = _answer_while_the_loop_is_busy(url, kernel_stamps=True)
+    assert r.outcome is Outcome.OK, r.error_message
+    assert r.sent is not None and r.first_token is not None and r.end is not None
+    assert r.first_token - r.sent < 0.06  # 20 ms, against 120 ms for the next packet, 220 ms for the merged one
+    gaps = [b - a for a, b in zip(r.chunk_times, r.chunk_times[1:], strict=False)]
+    assert len(gaps) == 2 and all(0.05 < g < 0.15 for g in gaps), gaps  # 100 ms each, not 0
+    assert r.end < hold_end
+
+
 def test_the_loop_clock_stamps_when_the_loop_read_them(simulator) -> None:
     url = simulator("--ttft", "0.02", "--itl", "0.005", "--output-tokens", "3", "--jitter", "0")
     r, hold_end = _answer_while_the_loop_is_busy(url, kernel_stamps=False)
     assert r.outcome is Outcome.OK, r.error_message
     assert r.first_token is not None and r.first_token >= hold_end
+
+
+def _chunk(delta: dict | None, tokens: int | None = None) -> str:
+    obj: dict = {"id": "x", "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": None}]}
+    if tokens is not None:
+        obj["usage"] = {"prompt_tokens": 7, "completion_tokens": tokens, "total_tokens": 7 + tokens}
+    return "data: " + json.dumps(obj) + "\n\n"
+
+
+@pytest.mark.skipif(not arrival.SUPPORTED, reason="SO_TIMESTAMPNS is Linux's")
+def test_an_event_split_in_two_packets_behind_a_busy_loop_is_stamped_by_its_second(scripted_server) -> None:
+    """Every packet comes while the loop is held; each content event is split mid-line in two packets 10 ms apart.
+    Each chunk's time is its second packet's arrival (when the event was whole), not the first's, and not the last
+    packet's (the merged stamp)."""
+    first, second = _chunk({"content": "Hel"}), _chunk({"content": "lo"})
+    steps = [
+        {"at": 0.05, "send": _chunk({"role": "assistant", "content": ""})},
+        {"at": 0.10, "send": first[:20]},
+        {"at": 0.11, "send": first[20:]},  # the first token: whole here
+        {"at": 0.20, "send": second[:20]},
+        {"at": 0.21, "send": second[20:]},
+        {"at": 0.30, "send": _chunk(None, 2)},
+        {"at": 0.31, "send": "data: [DONE]\n\n"},
+        {"end": True},
+    ]
+    url, log = scripted_server({"split": steps})
+    r, hold_end = _answer_while_the_loop_is_busy(url + "/split", kernel_stamps=True)
+    assert r.outcome is Outcome.OK, r.error_message
+    while len(log()) < 2:  # the server logs a request once its response has ended
+        time.sleep(0.01)
+    sent = log()[-1]["sent"]  # each step's write, on the same clock
+    assert len(r.chunk_times) == 2 and r.chunk_times[-1] < hold_end
+    for stamped, whole in zip(r.chunk_times, (sent[2], sent[4]), strict=True):
+        assert whole <= stamped < whole + 0.03, (stamped - whole, sent)  # the next packet: 90 ms on

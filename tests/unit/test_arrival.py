@@ -55,3 +55,28 @@ def test_the_kernel_stamps_bytes_when_they_arrive_not_when_they_are_read() -> No
             data, stamp = arrival.recv_stamped(client, 1024)
     assert data == b"data: x\n\n"
     assert stamp is not None and before <= stamp < read - 100_000_000
+
+
+@pytest.mark.skipif(not arrival.SUPPORTED, reason="the watcher's epoll is Linux's")
+def test_a_watcher_that_fails_says_so_and_leaves_the_reads_to_the_kernel(monkeypatch, caplog) -> None:
+    import time
+
+    def fail(self: arrival.Watcher) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(arrival.Watcher, "_watch", fail)
+    w = arrival.Watcher()
+    end = time.monotonic() + 10
+    while not w.broken and time.monotonic() < end:
+        time.sleep(0.01)
+    assert w.broken
+    assert "the arrival watcher stopped (RuntimeError: boom)" in caplog.text
+    with socket.create_server(("127.0.0.1", 0)) as server, socket.create_connection(server.getsockname()) as client:
+        peer, _ = server.accept()
+        with peer:
+            watched = arrival.Watched(client)
+            w.arm(watched)
+            assert not watched.armed  # nothing registers with a watcher that has stopped
+            peer.sendall(b"data: x\n\n")
+            time.sleep(0.05)
+            assert w.read(watched, 1024)[0] == b"data: x\n\n"  # read as recv_stamped would
