@@ -15,7 +15,7 @@ newest packet's stamp. The reader reads only as far as the watcher's first sight
 keeps its own time however late the loop reads it, as long as the watcher gets the interpreter within the gap
 between a stream's packets (it waits at most Python's switch interval, 5 ms, for a busy loop). The client arms a
 socket from its request until the first answer token: that is where a late stamp costs the most, and the watcher's
-work is a few peeks per request.
+work is a few peeks per request (more for a reasoning model, whose answer follows its reasoning).
 """
 
 from __future__ import annotations
@@ -101,15 +101,19 @@ class Watcher:
     """The process's watcher thread (see the module doc); `watcher()` gives it."""
 
     def __init__(self) -> None:
-        self._epoll = get_original("select", "epoll")()  # gevent's patching hides epoll: the OS's, in a native thread
         self._lock = get_original("_thread", "allocate_lock")()  # a native lock: the reader and the thread share it
         self._by_fd: dict[int, Watched] = {}
         self._peek = bytearray(_PEEK_BYTES)
         self.broken = False
+        try:
+            self._epoll = get_original("select", "epoll")()  # gevent's patching hides epoll: the OS's, for a thread
+            get_original("_thread", "start_new_thread")(self._run, ())
+        except (OSError, RuntimeError) as e:  # out of file descriptors or threads: every read as recv_stamped
+            self._stop(e)
+            return
         # Each of the watcher's system calls gives up the interpreter, and taking it back from a busy loop waits for
         # the switch interval (5 ms by default): a shorter one costs the loop nothing while the watcher is idle.
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_S))
-        get_original("_thread", "start_new_thread")(self._run, ())
 
     def arm(self, w: Watched) -> None:
         """Watch `w` from now on (what already waits is seen at once), forgetting what it saw before."""
@@ -119,7 +123,7 @@ class Watcher:
                 return
             try:
                 self._epoll.register(w.fd, select.EPOLLIN | select.EPOLLET)
-            except FileExistsError:  # a closed socket's number, still registered through a duplicate
+            except FileExistsError:  # registered already (an earlier Watched of this socket)
                 self._epoll.modify(w.fd, select.EPOLLIN | select.EPOLLET)
             except OSError:  # closed: its reads fall back to recv_stamped
                 return
@@ -158,8 +162,11 @@ class Watcher:
         try:
             self._watch()
         except Exception as e:  # a bug of ours: the stamps fall back to each read's, and the run goes on
-            self.broken = True
-            log.warning("slabench: the arrival watcher stopped (%s: %s); stamps are each read's", type(e).__name__, e)
+            self._stop(e)
+
+    def _stop(self, e: BaseException) -> None:
+        self.broken = True
+        log.warning("slabench: the arrival watcher stopped (%s: %s); stamps are each read's", type(e).__name__, e)
 
     def _watch(self) -> None:
         peek, flags = self._peek, socket.MSG_PEEK | socket.MSG_DONTWAIT

@@ -314,6 +314,8 @@ class StreamingClient:
             self.close()
             raise Failure(Outcome.ERROR, ErrorCategory.CONNECT, _describe(e, self.target.base_url)) from None
         if sock is not self._stamped and self.target.kernel_stamps and type(sock) is _PLAIN_SOCKET:
+            if self._watched is not None:
+                arrival.watcher().disarm(self._watched)  # the connection it watched is gone (a redirect's, say)
             self._stamped = sock if arrival.enable(sock) else None
             self._watched = arrival.Watched(sock._sock) if self._stamped is not None else None
         head = http._build_request("POST", path, body=payload, headers=headers, chunked=False).encode("latin-1")
@@ -359,15 +361,21 @@ class StreamingClient:
 
     def _read_head_stamped(self, sock: Any, watched: arrival.Watched, size: int) -> bytes:
         """The response's first bytes, as they arrive, and the kernel's stamp of them, which body bytes read with the
-        head share. A head that did not come whole gets none: the parser reads the rest, unstamped."""
+        head share: the head's packets the watcher saw one by one are read on to the head's end. A head that did not
+        come whole gets none: the parser reads the rest, unstamped."""
+        data = b""
         while True:
             sock.hub.wait(sock._read_event)
             try:
-                data, stamp = arrival.watcher().read(watched, size)
+                more, stamp = arrival.watcher().read(watched, size)
             except BlockingIOError:  # woken without data after all
                 continue
-            self._head_stamp = stamp if b"\r\n\r\n" in data else None
-            return data
+            data += more
+            # (blank lines before the status line do not end a head: a parser skips them)
+            whole = b"\r\n\r\n" in data.lstrip(b"\r\n")
+            if whole or not more or not watched.seen:
+                self._head_stamp = stamp if whole else None
+                return data
 
     def _check_own(self, named: str, own: str, how: str) -> None:
         """An answer that names another request of this client (one of its last few: as an echoed X-Request-Id, or

@@ -104,3 +104,38 @@ def test_an_event_split_in_two_packets_behind_a_busy_loop_is_stamped_by_its_seco
     assert len(r.chunk_times) == 2 and r.chunk_times[-1] < hold_end
     for stamped, whole in zip(r.chunk_times, (sent[2], sent[4]), strict=True):
         assert whole <= stamped < whole + 0.03, (stamped - whole, sent)  # the next packet: 90 ms on
+
+
+def _framed(event: str) -> str:
+    return f"{len(event.encode()):x}\r\n{event}\r\n"
+
+
+HEAD = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+REST = [{"at": 0.30, "send": _chunk(None, 1)}, {"send": "data: [DONE]\n\n"}, {"end": True}]
+
+
+@pytest.mark.skipif(not arrival.SUPPORTED, reason="SO_TIMESTAMPNS is Linux's")
+@pytest.mark.parametrize(
+    "first",
+    [
+        pytest.param(HEAD[:17], id="a head in two packets"),  # read on to the head's end, through the watcher
+        pytest.param("\r\n\r\n", id="blank lines before the head"),  # a parser skips them: no head yet
+    ],
+)
+def test_a_head_that_came_in_pieces_behind_a_busy_loop_keeps_its_stamp(scripted_server, first: str) -> None:
+    """The first piece at 50 ms, the rest of the head with the first token at 60 ms, the loop held until ~1.5 s:
+    the head and the first token are stamped at 60 ms, neither when the loop got to them nor at the first piece."""
+    rest = HEAD.removeprefix(first) if first != "\r\n\r\n" else HEAD
+    steps = [
+        {"at": 0.05, "raw": first},
+        {"at": 0.06, "raw": rest + _framed(_chunk({"role": "assistant", "content": "Hi"}))},
+        *REST,
+    ]
+    url, log = scripted_server({"pieces": steps})
+    r, _ = _answer_while_the_loop_is_busy(url + "/pieces", kernel_stamps=True)
+    assert r.outcome is Outcome.OK, r.error_message
+    while len(log()) < 2:
+        time.sleep(0.01)
+    whole = log()[-1]["sent"][1]  # the write that completed the head and the first token
+    assert r.first_byte is not None and r.first_token is not None
+    assert whole <= r.first_byte <= r.first_token < whole + 0.03, (r.first_byte - whole, r.first_token - whole)

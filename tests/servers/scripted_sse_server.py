@@ -6,6 +6,7 @@ Scripts (a JSON file) map a name to a list of steps; a request to ``/<name>/v1/.
   {"at": 0.5, "body": "..."}               a whole non-chunked body (with Content-Length) then stop
   {"at": 0.3, "cut": true}                 close the connection abruptly (no terminating chunk)
   {"at": 0.3, "end": true}                 terminating chunk (end of a well-formed response)
+  {"at": 0.05, "raw": "HTTP/1.1 200 OK..."}  these bytes as they are (a script with raw steps writes its own head)
 Each request's actual send times (perf_counter, comparable across processes on Linux) are appended to the log
 file as JSON lines, so tests compare client-measured times with when bytes really left the server.
 
@@ -49,8 +50,10 @@ def read_request(conn: socket.socket) -> str | None:
 
 def play(conn: socket.socket, steps: list[dict], log: list, t0: float) -> bool:
     """Returns whether the connection may be kept alive."""
-    if "status" not in steps[0]:
+    if "status" not in steps[0] and not any("raw" in s for s in steps):  # raw steps write their own head
         steps = [{"status": 200}, *steps]
+    if "status" not in steps[0]:
+        steps = [{"status": None}, *steps]
     head = steps[0]
     headers = {"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked", **head.get("headers", {})}
     has_body = any("body" in s for s in steps)
@@ -59,7 +62,10 @@ def play(conn: socket.socket, steps: list[dict], log: list, t0: float) -> bool:
     for s in steps:
         if "at" in s:
             precise_sleep_until(t0 + s["at"])
-        if "status" in s:
+        if "raw" in s:
+            log.append(time.perf_counter())
+            conn.sendall(s["raw"].encode())
+        if s.get("status") is not None:
             lines = [f"HTTP/1.1 {s['status']} X"] + [f"{k}: {v}" for k, v in headers.items() if not has_body]
             if not has_body:
                 conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())

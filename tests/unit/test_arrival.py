@@ -4,6 +4,7 @@ before the floor (the request's send, the stream's previous arrival), the notice
 from __future__ import annotations
 
 import socket
+import sys
 
 import pytest
 from hypothesis import given
@@ -65,7 +66,9 @@ def test_a_watcher_that_fails_says_so_and_leaves_the_reads_to_the_kernel(monkeyp
         raise RuntimeError("boom")
 
     monkeypatch.setattr(arrival.Watcher, "_watch", fail)
+    switch = sys.getswitchinterval()
     w = arrival.Watcher()
+    sys.setswitchinterval(switch)  # (the watcher shortens it for the whole process)
     end = time.monotonic() + 10
     while not w.broken and time.monotonic() < end:
         time.sleep(0.01)
@@ -80,3 +83,21 @@ def test_a_watcher_that_fails_says_so_and_leaves_the_reads_to_the_kernel(monkeyp
             peer.sendall(b"data: x\n\n")
             time.sleep(0.05)
             assert w.read(watched, 1024)[0] == b"data: x\n\n"  # read as recv_stamped would
+
+
+@pytest.mark.skipif(not arrival.SUPPORTED, reason="the watcher's epoll is Linux's")
+def test_a_watcher_that_cannot_start_says_so_and_arms_nothing(monkeypatch, caplog) -> None:
+    real = arrival.get_original
+
+    def no_more_files(module: str, name: str) -> object:
+        if (module, name) == ("select", "epoll"):
+            raise OSError(24, "Too many open files")
+        return real(module, name)
+
+    monkeypatch.setattr(arrival, "get_original", no_more_files)
+    w = arrival.Watcher()
+    assert w.broken and "the arrival watcher stopped (OSError: [Errno 24] Too many open files)" in caplog.text
+    with socket.create_server(("127.0.0.1", 0)) as server, socket.create_connection(server.getsockname()) as client:
+        watched = arrival.Watched(client)
+        w.arm(watched)
+        assert not watched.armed
