@@ -365,10 +365,15 @@ class StreamingClient:
         come whole gets none: the parser reads the rest, unstamped."""
         data = b""
         while True:
-            sock.hub.wait(sock._read_event)
+            if not data:  # (the pieces the watcher saw are there: read on without a turn of the loop)
+                sock.hub.wait(sock._read_event)
             try:
                 more, stamp = arrival.watcher().read(watched, size)
             except BlockingIOError:  # woken without data after all
+                if data:  # what the watcher saw was read past it: the parser reads the rest, unstamped
+                    arrival.watcher().forget(watched)
+                    self._head_stamp = None
+                    return data
                 continue
             data += more
             # (blank lines before the status line do not end a head: a parser skips them)
@@ -674,13 +679,16 @@ def _read_some(resp: Any, watch: _StallWatch | None = None) -> bytes:
             raise HTTPConnectionClosed("connection closed")
         try:
             if watch is not None and type(sock) is _PLAIN_SOCKET:
-                sock.hub.wait(sock._read_event)
+                if watch.watched is None or not watch.watched.seen:  # else bytes the watcher saw are there
+                    sock.hub.wait(sock._read_event)
                 try:
                     if watch.watched is not None:
                         data, stamp = arrival.watcher().read(watch.watched, _RECV_BYTES)
                     else:
                         data = sock._sock.recv(_RECV_BYTES)
                 except BlockingIOError:  # woken without data after all
+                    if watch.watched is not None:
+                        arrival.watcher().forget(watch.watched)  # (so the next try waits for the socket)
                     continue
             else:
                 data = sock.recv(_RECV_BYTES)
