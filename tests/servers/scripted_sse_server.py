@@ -50,10 +50,8 @@ def read_request(conn: socket.socket) -> str | None:
 
 def play(conn: socket.socket, steps: list[dict], log: list, t0: float) -> bool:
     """Returns whether the connection may be kept alive."""
-    if "status" not in steps[0] and not any("raw" in s for s in steps):  # raw steps write their own head
-        steps = [{"status": 200}, *steps]
-    if "status" not in steps[0]:
-        steps = [{"status": None}, *steps]
+    if "status" not in steps[0]:  # a 200 head, unless raw steps write their own
+        steps = [{"status": None if any("raw" in s for s in steps) else 200}, *steps]
     head = steps[0]
     headers = {"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked", **head.get("headers", {})}
     has_body = any("body" in s for s in steps)
