@@ -108,6 +108,7 @@ def compare(a: argparse.Namespace, passed: list[str]) -> None:
         subprocess.run(["tar", "-x", "-C", other], input=archive.stdout, check=True)
         trees = {"this": str(ROOT), a.against: other}
         per_request: dict[str, list[float]] = {name: [] for name in trees}
+        print(f"{'pair':>4}  {'client':<12}{'requests':>9}{'µs/request':>12}{'other threads':>15}")
         for i in range(a.pairs):
             order = list(trees) if i % 4 in (0, 3) else list(trees)[::-1]  # ABBA: a drift weighs on both alike
             for name in order:
@@ -120,15 +121,17 @@ def compare(a: argparse.Namespace, passed: list[str]) -> None:
                 m = json.loads(out.stdout.splitlines()[-1])
                 if m["code"] != str(Path(trees[name]).resolve()):
                     sys.exit(f"client_cpu.py: the run of {name} imported slabench from {m['code']}")
-                print(f"pair {i + 1} {name:>8}: {line(a, m)}", flush=True)
+                if m["failure"]:
+                    print(f"      {m['requests'] - m['ok']} failed, e.g. {m['failure']}")
                 per_request[name].append(m["cpu_s"] / max(m["requests"], 1))
+                others = m["other_threads_s"] / max(m["cpu_s"], 1e-9)
+                row = f"{i + 1:>4}  {name[:12]:<12}{m['requests']:>9,}"
+                print(f"{row}{per_request[name][-1] * 1e6:>12,.0f}{others:>15.1%}")
     ratios = np.array(per_request["this"]) / np.array(per_request[a.against])
     boot = np.median(np.random.default_rng(0).choice(ratios, (10_000, len(ratios))), axis=1)
     low, high = np.percentile(boot, [2.5, 97.5])
-    print(
-        f"CPU per request, this ÷ {a.against}: pairs {', '.join(f'{r:.2f}' for r in ratios)}; "
-        f"median {np.median(ratios):.3f} (95 % interval {low:.3f}–{high:.3f})"
-    )
+    print(f"CPU per request, this ÷ {a.against[:12]}: pairs {', '.join(f'{r:.2f}' for r in ratios)}")
+    print(f"median {np.median(ratios):.3f} (95 % interval {low:.3f}–{high:.3f})")
 
 
 def main() -> None:
