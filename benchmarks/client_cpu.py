@@ -147,6 +147,8 @@ def main() -> None:
     ap.add_argument("--code", type=Path, default=ROOT, help=argparse.SUPPRESS)  # (--against's runs)
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.pairs < 1:
+        ap.error(f"--pairs {a.pairs}: give 1 or more")
     if a.against:
         same = ("streams", "tokens", "seconds", "warmup", "itl", "arrival_clock")
         compare(a, [f"--{name.replace('_', '-')}={getattr(a, name)}" for name in same])
